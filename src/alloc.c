@@ -1,0 +1,145 @@
+#include "alloc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "alloc_inline.h"
+#include "report.h"
+
+void *malloc_slow(size_t size) {
+  heap_t *h = thread_heap();
+  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
+    h = thread_heap_init();
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  return heap_alloc(h, size);
+}
+
+static heap_t *heap_or_init(void) {
+  heap_t *h = thread_heap();
+  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) h = thread_heap_init();
+  return h;
+}
+
+void *alloc_aligned(size_t alignment, size_t size) {
+  if (alignment <= 16) return malloc_inline(size);
+  heap_t *h = heap_or_init();
+  if (h == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return heap_alloc_aligned(h, alignment, size);
+}
+
+void *alloc_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = malloc_inline(total);
+  if (p == NULL) return NULL;
+  if (total > MEDIUM_MAX) {
+    /* Large and huge blocks fresh from the OS are zero already. */
+    segment_t *seg = registry_lookup((uintptr_t)p);
+    page_t *pg = page_of(seg, (uintptr_t)p);
+    if (pg->flags & PAGE_ZERO) return p;
+  }
+  memset(p, 0, total);
+  return p;
+}
+
+size_t alloc_usable_size(const void *p, brisk_fn_t fn) {
+  if (p == NULL) return 0;
+  segment_t *seg;
+  page_t *pg = block_check(p, fn, &seg);
+  if (pg != NULL) return page_usable_size(pg);
+  if (seg == NULL) {
+    size_t n = foreign_usable_size(p);
+    if (n == 0) report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
+    return n;
+  }
+  return 0;
+}
+
+bool alloc_owns(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  segment_t *seg = registry_lookup(a);
+  if (seg == NULL) return false;
+  if (a - (uintptr_t)seg >= seg->mapped_size) return false;
+  page_t *pg = page_of(seg, a);
+  if (!(pg->flags & PAGE_IN_USE)) return false;
+  uintptr_t start = (uintptr_t)pg->start;
+  size_t extent = (pg->flags & (PAGE_LARGE | PAGE_HUGE)) ? pg->span_bytes
+                                                         : (size_t)pg->capacity * pg->block_size;
+  return a >= start && a - start < extent;
+}
+
+static void *realloc_move(void *p, size_t old_usable, size_t size, brisk_fn_t fn) {
+  void *q = malloc_inline(size);
+  if (q == NULL) return NULL; /* the old block stays valid */
+  memcpy(q, p, old_usable < size ? old_usable : size);
+  free_inline(p, fn);
+  return q;
+}
+
+void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
+  if (p == NULL) return malloc_inline(size);
+  brisk_fn_t free_fn = fn == FN_REALLOC ? FN_REALLOC : FN_BRISK_REALLOC;
+  if (size == 0) {
+    free_inline(p, free_fn);
+    return NULL;
+  }
+  segment_t *seg;
+  page_t *pg = block_check(p, fn, &seg);
+  if (pg == NULL) {
+    if (seg != NULL) return NULL; /* reported */
+    size_t n = foreign_usable_size(p);
+    if (n == 0) {
+      report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
+      return NULL;
+    }
+    void *q = malloc_inline(size);
+    if (q == NULL) return NULL;
+    memcpy(q, p, n < size ? n : size);
+    foreign_free(p);
+    return q;
+  }
+  size_t usable = page_usable_size(pg);
+  if (pg->flags & PAGE_HUGE) {
+    if (size > LARGE_MAX && huge_try_resize(pg, size)) return p;
+    return realloc_move(p, usable, size, fn);
+  }
+  if (size <= usable) {
+    /* Shrinking: keep the block unless it would waste more than half. */
+    if (size >= usable / 2 || usable <= 64) return p;
+    return realloc_move(p, usable, size, fn);
+  }
+  if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
+      atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
+    heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
+    size_t slices = (size + SLICE_SIZE - 1) >> SLICE_SHIFT;
+    if (span_try_grow(&h->segments, pg, slices)) {
+      pg->block_size = (uint32_t)pg->span_bytes;
+      return p;
+    }
+  }
+  /* Grow by at least an eighth so that step-by-step growth stays linear. */
+  size_t want = size;
+  if (size > 4096 && size < usable + usable / 8) want = usable + usable / 8;
+  void *q = malloc_inline(want);
+  if (q == NULL && want != size) q = malloc_inline(size);
+  if (q == NULL) return NULL;
+  memcpy(q, p, usable);
+  free_inline(p, fn);
+  return q;
+}
+
+void alloc_collect(void) {
+  heap_t *h = thread_heap();
+  if (h->kind != HEAP_KIND_STATIC) heap_collect(h, true);
+  segment_pool_maintain(true);
+}

@@ -1,0 +1,18 @@
+/* Allocation entry points beyond the inline fast path, shared by the
+ * prefixed API and the standard symbols. */
+#ifndef BRISK_ALLOC_H
+#define BRISK_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "free.h"
+
+BRISK_INTERNAL void *alloc_calloc(size_t count, size_t size);
+BRISK_INTERNAL void *alloc_realloc(void *p, size_t size, brisk_fn_t fn);
+BRISK_INTERNAL void *alloc_aligned(size_t alignment, size_t size);
+BRISK_INTERNAL size_t alloc_usable_size(const void *p, brisk_fn_t fn);
+BRISK_INTERNAL bool alloc_owns(const void *p);
+BRISK_INTERNAL void alloc_collect(void);
+
+#endif

@@ -1,0 +1,51 @@
+/* The prefixed public API (include/brisk.h). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "brisk.h"
+
+#include "alloc.h"
+#include "alloc_inline.h"
+#include "stats.h"
+
+#define BRISK_EXPORT __attribute__((visibility("default")))
+
+BRISK_EXPORT void *brisk_malloc(size_t size) { return malloc_inline(size); }
+
+BRISK_EXPORT void brisk_free(void *p) { free_inline(p, FN_BRISK_FREE); }
+
+BRISK_EXPORT void brisk_free_sized(void *p, size_t size) { free_inline(p, FN_BRISK_FREE_SIZED); }
+
+BRISK_EXPORT void *brisk_calloc(size_t count, size_t size) { return alloc_calloc(count, size); }
+
+BRISK_EXPORT void *brisk_realloc(void *p, size_t size) {
+  return alloc_realloc(p, size, FN_BRISK_REALLOC);
+}
+
+BRISK_EXPORT void *brisk_aligned_alloc(size_t alignment, size_t size) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+BRISK_EXPORT size_t brisk_usable_size(const void *p) {
+  return alloc_usable_size(p, FN_BRISK_USABLE_SIZE);
+}
+
+BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) ? 1 : 0; }
+
+BRISK_EXPORT const char *brisk_version(void) { return "0.1.0"; }
+
+static void emit_file(const char *line, void *arg) { fprintf((FILE *)arg, "%s\n", line); }
+
+BRISK_EXPORT void brisk_stats_print(FILE *out) {
+  if (out == NULL) out = stderr;
+  stats_text(emit_file, out);
+  fflush(out);
+}
+
+BRISK_EXPORT size_t brisk_stats_json(char *buf, size_t len) { return stats_json(buf, len); }
+
+BRISK_EXPORT void brisk_collect(void) { alloc_collect(); }

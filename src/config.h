@@ -1,0 +1,74 @@
+/* Compile-time constants of brisk's memory layout. See docs/DESIGN.md. */
+#ifndef BRISK_CONFIG_H
+#define BRISK_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define BRISK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define BRISK_NOINLINE    __attribute__((noinline))
+#define BRISK_COLD        __attribute__((noinline, cold))
+#define BRISK_INLINE      static inline __attribute__((always_inline))
+#define BRISK_INTERNAL    __attribute__((visibility("hidden")))
+#define BRISK_CACHELINE   64
+
+#ifndef BRISK_DEBUG_LEVEL
+#define BRISK_DEBUG_LEVEL 0
+#endif
+
+/* Assertions in tiers: 1 cheap, 2 internal consistency, 3 expensive. */
+#define brisk_assert_tier(tier, cond)                                          \
+  do {                                                                        \
+    if (BRISK_DEBUG_LEVEL >= (tier) && !(cond)) brisk_assert_fail(#cond, __FILE__, __LINE__); \
+  } while (0)
+#define brisk_assert(cond) brisk_assert_tier(1, cond)
+#define brisk_assert_internal(cond) brisk_assert_tier(2, cond)
+#define brisk_assert_expensive(cond) brisk_assert_tier(3, cond)
+__attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(const char *cond,
+                                                                            const char *file, int line);
+
+/* Address space covered by the registry: user space of x86-64 / arm64
+ * with 4-level page tables. Pointers above it are never brisk's. */
+#define BRISK_ADDRESS_BITS 47
+
+/* A segment: 4 MiB, aligned to 4 MiB, cut into 64 slices of 64 KiB.
+ * Slice 0 holds the segment header; slices 1..63 serve pages. */
+#define SEGMENT_SHIFT 22
+#define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK (SEGMENT_SIZE - 1)
+#define SLICE_SHIFT 16
+#define SLICE_SIZE ((size_t)1 << SLICE_SHIFT)
+#define SLICES_PER_SEGMENT (SEGMENT_SIZE / SLICE_SIZE) /* 64 */
+#define SEGMENT_FIRST_SLICE 1
+
+/* Size categories.
+ *   small:  <= 8 KiB, classes in 1-slice pages (64 KiB)
+ *   medium: <= 64 KiB, classes in 8-slice pages (512 KiB)
+ *   large:  <= 2 MiB, one block in a span of whole slices
+ *   huge:   above, a mapping of its own */
+#define SMALL_MAX ((size_t)8 * 1024)
+#define MEDIUM_MAX ((size_t)64 * 1024)
+#define LARGE_MAX ((size_t)2 * 1024 * 1024)
+#define SMALL_PAGE_SLICES 1
+#define MEDIUM_PAGE_SLICES 8
+
+/* The inline malloc path serves sizes up to this through heap->direct. */
+#define DIRECT_MAX 1024
+#define DIRECT_SLOTS (DIRECT_MAX / 16 + 1)
+
+/* Free blocks a page carves from fresh memory at a time (about a 4 KiB
+ * page worth), so a new page touches only what it hands out. */
+#define PAGE_EXTEND_BYTES 4096
+#define PAGE_EXTEND_MIN 4
+
+/* Remote frees are buffered per destination heap and handed over with one
+ * atomic exchange per batch. */
+#define OUTBOX_SLOTS 4
+#define OUTBOX_BATCH 64
+
+/* While a page is the allocation page of its class, this is added to its
+ * used count, so the free fast path never sees it reach zero. */
+#define PAGE_USED_BIAS ((uint32_t)1 << 30)
+
+#endif

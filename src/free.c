@@ -1,0 +1,163 @@
+#include "free.h"
+
+#include <errno.h>
+
+#include "atomics.h"
+#include "heap.h"
+#include "platform.h"
+#include "registry.h"
+#include "report.h"
+#include "stats.h"
+#include "thread.h"
+
+static const char *const fn_names[FN_COUNT] = {
+    [FN_FREE] = "free",
+    [FN_REALLOC] = "realloc",
+    [FN_USABLE_SIZE] = "malloc_usable_size",
+    [FN_FREE_SIZED] = "free_sized",
+    [FN_BRISK_FREE] = "brisk_free",
+    [FN_BRISK_REALLOC] = "brisk_realloc",
+    [FN_BRISK_USABLE_SIZE] = "brisk_usable_size",
+    [FN_BRISK_FREE_SIZED] = "brisk_free_sized",
+};
+
+const char *fn_name(brisk_fn_t fn) { return fn < FN_COUNT ? fn_names[fn] : "free"; }
+
+size_t page_usable_size(const page_t *pg) {
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return pg->span_bytes;
+  return pg->block_size;
+}
+
+static void report_not_ours(const void *p, brisk_fn_t fn) {
+  report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
+}
+
+page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
+  uintptr_t a = (uintptr_t)p;
+  segment_t *seg = registry_lookup(a);
+  *seg_out = seg;
+  if (seg == NULL) return NULL;
+  if (seg->kind == SEGMENT_HUGE && a - (uintptr_t)seg >= seg->mapped_size) {
+    /* Past the end of a huge mapping, in the rest of its last 4 MiB. */
+    *seg_out = NULL;
+    return NULL;
+  }
+  page_t *pg = page_of(seg, a);
+  if (!(pg->flags & PAGE_IN_USE)) {
+    if (seg->kind == SEGMENT_NORMAL && ((a >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)) == 0)
+      report_not_ours(p, fn);
+    else
+      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+    return NULL;
+  }
+  uintptr_t start = (uintptr_t)pg->start;
+  if (a < start) {
+    report_not_ours(p, fn);
+    return NULL;
+  }
+  uintptr_t off = a - start;
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) {
+    if (off != 0) {
+      report_error("%s(%p): interior pointer, %zu bytes into the block at %p (size class %zu)",
+                   fn_name(fn), p, (size_t)off, (void *)start, page_usable_size(pg));
+      return NULL;
+    }
+    return pg;
+  }
+  size_t bs = pg->block_size;
+  size_t idx = off / bs;
+  if (idx >= pg->capacity) {
+    report_not_ours(p, fn);
+    return NULL;
+  }
+  if (idx * bs != off) {
+    report_error("%s(%p): interior pointer, %zu bytes into the block at %p (size class %zu)",
+                 fn_name(fn), p, (size_t)(off - idx * bs), (void *)(start + idx * bs), bs);
+    return NULL;
+  }
+  if (idx >= pg->reserved) {
+    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+    return NULL;
+  }
+  return pg;
+}
+
+void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
+  segment_t *seg;
+  page_t *pg = block_check(p, fn, &seg);
+  if (pg == NULL) {
+    if (seg == NULL) free_unowned(p, fn);
+    return;
+  }
+  if (pg->flags & PAGE_HUGE) {
+    huge_free(pg);
+    return;
+  }
+  block_t *b = (block_t *)p;
+  if (atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
+    if (b == pg->local_free || b == pg->free) {
+      report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
+      return;
+    }
+    free_local(pg, b);
+    return;
+  }
+  heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
+  if (dst == NULL) {
+    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+    return;
+  }
+  heap_t *me = thread_heap_for_free();
+  if (me != NULL) {
+    outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
+    if (slot->dst == dst && slot->head == b) {
+      report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
+      return;
+    }
+  }
+  heap_remote_free(me, dst, b, (pg->flags & PAGE_LARGE) != 0);
+}
+
+/* ---------------------------------------------------------------------------
+ * Foreign memory: blocks of glibc's malloc (allocated before brisk was the
+ * process's malloc, or through __libc_malloc), recognised by a plausible
+ * chunk header read without faulting, and handed back to glibc.
+ * ------------------------------------------------------------------------- */
+extern void __libc_free(void *) __attribute__((weak));
+
+static _Atomic(bool) interposing = true;
+
+void foreign_set_interposing(bool v) { atomic_store_relaxed(&interposing, v); }
+
+size_t foreign_usable_size(const void *p) {
+  if (!atomic_load_relaxed(&interposing) || __libc_free == NULL) return 0;
+  uintptr_t a = (uintptr_t)p;
+  if (a < 4096 || (a & 15) != 0) return 0;
+  uint64_t hdr[2]; /* prev_size, size | flags */
+  if (!os_probe_read((const void *)(a - 16), hdr, sizeof(hdr))) return 0;
+  uint64_t size = hdr[1] & ~(uint64_t)7;
+  if (size < 32 || (size & 15) != 0 || size > ((uint64_t)1 << 46)) return 0;
+  if (hdr[1] & 2) { /* mmapped chunk: a whole mapping of its own */
+    uint64_t prev = hdr[0];
+    if (((a - 16 - prev) & 4095) != 0 || ((prev + size) & 4095) != 0) return 0;
+    return (size_t)(size - 16);
+  }
+  uint64_t next[2];
+  if (!os_probe_read((const void *)(a - 16 + size), next, sizeof(next))) return 0;
+  if ((next[1] & 1) == 0) return 0; /* the next chunk must see this one in use */
+  return (size_t)(size - 8);
+}
+
+void foreign_free(void *p) {
+  STAT_COUNT(foreign_frees, 1);
+  __libc_free(p);
+}
+
+void free_unowned(void *p, brisk_fn_t fn) {
+  if (p == NULL) return;
+  if (foreign_usable_size(p) != 0) {
+    foreign_free(p);
+    return;
+  }
+  report_not_ours(p, fn);
+}

@@ -1,0 +1,35 @@
+/* The free path beyond the inline fast path: remote frees, huge blocks,
+ * pointers brisk does not own, and the reports of bad frees. */
+#ifndef BRISK_FREE_H
+#define BRISK_FREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "segment.h"
+
+/* Which public function a pointer came through, for the error line. */
+typedef enum brisk_fn {
+  FN_FREE, FN_REALLOC, FN_USABLE_SIZE, FN_FREE_SIZED,
+  FN_BRISK_FREE, FN_BRISK_REALLOC, FN_BRISK_USABLE_SIZE, FN_BRISK_FREE_SIZED,
+  FN_COUNT
+} brisk_fn_t;
+
+BRISK_INTERNAL const char *fn_name(brisk_fn_t fn);
+
+/* p failed one of the inline free checks, but the registry knows it. */
+BRISK_INTERNAL void free_slow(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
+/* p is not in the registry (NULL included). */
+BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
+
+/* The page of a block that brisk handed out, or NULL after reporting why p
+ * is not one (the report names fn). *seg_out gets p's segment. */
+BRISK_INTERNAL page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out);
+BRISK_INTERNAL size_t page_usable_size(const page_t *pg);
+
+/* Memory of the allocator that served the process before brisk. */
+BRISK_INTERNAL size_t foreign_usable_size(const void *p); /* 0: not such memory */
+BRISK_INTERNAL void foreign_free(void *p);
+BRISK_INTERNAL void foreign_set_interposing(bool brisk_is_process_malloc);
+
+#endif

@@ -1,0 +1,290 @@
+/* Heap objects: creation, the generic allocation path, remote frees
+ * (outbox -> inbox), housekeeping, abandonment and adoption. */
+#include <errno.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "heap.h"
+#include "platform.h"
+#include "stats.h"
+
+#define EMPTY_DIRECT_INIT                                                     \
+  {                                                                           \
+    [0 ... DIRECT_SLOTS - 1] = &brisk_empty_page                              \
+  }
+
+heap_t brisk_heap_empty = {.direct = EMPTY_DIRECT_INIT, .kind = HEAP_KIND_STATIC};
+heap_t brisk_heap_dead = {.direct = EMPTY_DIRECT_INIT, .kind = HEAP_KIND_STATIC};
+
+/* Every heap ever made, newest first. Heaps are never unmapped: a free
+ * may still be on its way to one whose thread has gone. */
+static _Atomic(heap_t *) heaps_all;
+static brisk_lock_t heap_meta_lock = BRISK_LOCK_INIT;
+static uint8_t *meta_next;
+static size_t meta_left;
+static heap_t main_heap_storage;
+static _Atomic(bool) main_heap_used;
+
+void heap_list_lock(void) { lock_acquire(&heap_meta_lock); }
+void heap_list_unlock(void) { lock_release(&heap_meta_lock); }
+void heap_list_reset_lock(void) { lock_reset(&heap_meta_lock); }
+heap_t *heap_first(void) { return atomic_load_acquire(&heaps_all); }
+
+static heap_t *heap_storage_new(void) {
+  bool expected = false;
+  if (atomic_compare_exchange_strong(&main_heap_used, &expected, true)) return &main_heap_storage;
+  size_t need = (sizeof(heap_t) + BRISK_CACHELINE - 1) & ~(size_t)(BRISK_CACHELINE - 1);
+  lock_acquire(&heap_meta_lock);
+  if (meta_left < need) {
+    void *p;
+    if (os_map_aligned(SLICE_SIZE, 4096, &p) != 0) {
+      lock_release(&heap_meta_lock);
+      return NULL;
+    }
+    meta_next = p;
+    meta_left = SLICE_SIZE;
+  }
+  heap_t *h = (heap_t *)meta_next;
+  meta_next += need;
+  meta_left -= need;
+  lock_release(&heap_meta_lock);
+  return h;
+}
+
+static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
+  h->tid = tid;
+  h->kind = kind;
+  h->segments.owner_tid = tid;
+  h->segments.heap = h;
+}
+
+heap_t *heap_create(uint32_t kind, uintptr_t tid) {
+  heap_t *h = heap_storage_new();
+  if (h == NULL) return NULL;
+  memset(h, 0, sizeof(*h));
+  heap_init_fields(h, kind, tid);
+  atomic_store_relaxed(&h->state, HEAP_OWNED);
+  heap_t *head = atomic_load_relaxed(&heaps_all);
+  do {
+    h->next_all = head;
+  } while (!atomic_compare_exchange_weak_explicit(&heaps_all, &head, h, memory_order_release,
+                                                  memory_order_relaxed));
+  STAT_LEVEL(heaps, 1);
+  return h;
+}
+
+heap_t *heap_adopt_abandoned(uintptr_t tid) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) {
+    if (h->kind != HEAP_KIND_THREAD) continue;
+    int expected = HEAP_ABANDONED;
+    if (atomic_load_relaxed(&h->state) != expected) continue;
+    if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
+    h->tid = tid;
+    segment_set_set_owner(&h->segments, tid);
+    atomic_store_release(&h->state, HEAP_OWNED);
+    STAT_COUNT(heaps_adopted, 1);
+    STAT_LEVEL(heaps, 1);
+    heap_drain_inbox(h);
+    return h;
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * Remote frees.
+ * ------------------------------------------------------------------------- */
+
+/* Hand a chain over to dst; false when dst's generation moved on. */
+static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
+  uintptr_t old = atomic_load_relaxed(&dst->inbox);
+  uintptr_t tag = (uintptr_t)(gen & 0xffff) << INBOX_GEN_SHIFT;
+  do {
+    if ((old & ~INBOX_PTR_MASK) != tag) return false;
+    tail->next = (block_t *)(old & INBOX_PTR_MASK);
+  } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
+  STAT_COUNT(remote_batches, 1);
+  return true;
+}
+
+static void heap_serve_abandoned(heap_t *dst);
+
+static void outbox_flush_slot(outbox_slot_t *slot) {
+  if (slot->count == 0) return;
+  heap_t *dst = slot->dst;
+  inbox_push(dst, slot->generation, slot->head, slot->tail);
+  slot->head = slot->tail = NULL;
+  slot->count = 0;
+  /* A heap without a thread: serve it now so its memory does not pile up. */
+  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
+}
+
+void heap_flush_outbox(heap_t *h) {
+  if (h->outbox_pending == 0) return;
+  for (size_t i = 0; i < OUTBOX_SLOTS; i++) outbox_flush_slot(&h->outbox[i]);
+  h->outbox_pending = 0;
+}
+
+void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
+  STAT_COUNT(remote_frees, 1);
+  if (me == NULL) {
+    b->next = NULL;
+    inbox_push(dst, (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT), b, b);
+    if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
+    return;
+  }
+  outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
+  if (slot->dst != dst) {
+    outbox_flush_slot(slot);
+    slot->dst = dst;
+    slot->generation = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+  }
+  b->next = slot->head;
+  slot->head = b;
+  if (slot->tail == NULL) slot->tail = b;
+  me->outbox_pending = 1;
+  if (++slot->count >= OUTBOX_BATCH || urgent) outbox_flush_slot(slot);
+}
+
+void heap_drain_inbox(heap_t *h) {
+  uintptr_t v = atomic_load_relaxed(&h->inbox);
+  if ((v & INBOX_PTR_MASK) == 0) return;
+  v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
+  block_t *b = (block_t *)(v & INBOX_PTR_MASK);
+  while (b != NULL) {
+    block_t *next = b->next;
+    segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
+    free_local(page_of(seg, (uintptr_t)b), b);
+    b = next;
+  }
+}
+
+/* A freeing thread takes an abandoned heap for a moment to take in its
+ * inbox and give back what became empty. */
+static void heap_serve_abandoned(heap_t *dst) {
+  int expected = HEAP_ABANDONED;
+  if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return;
+  heap_drain_inbox(dst);
+  heap_retire_empty_heads(dst);
+  segment_set_purge(&dst->segments, false);
+  atomic_store_release(&dst->state, HEAP_ABANDONED);
+}
+
+/* ---------------------------------------------------------------------------
+ * Housekeeping: run on the slow path when a page runs dry.
+ * ------------------------------------------------------------------------- */
+void heap_housekeeping(heap_t *h) {
+  heap_drain_inbox(h);
+  heap_flush_outbox(h);
+  segment_set_purge(&h->segments, false);
+}
+
+void heap_collect(heap_t *h, bool force) {
+  heap_drain_inbox(h);
+  heap_flush_outbox(h);
+  heap_retire_empty_heads(h);
+  segment_set_purge(&h->segments, force);
+}
+
+void heap_abandon(heap_t *h) {
+  heap_collect(h, false);
+  h->tid = 0;
+  segment_set_set_owner(&h->segments, 0);
+  STAT_COUNT(heaps_abandoned, 1);
+  STAT_LEVEL(heaps, -1);
+  atomic_store_release(&h->state, HEAP_ABANDONED);
+  /* Frees that arrived while we were leaving are not lost: serve them. */
+  heap_serve_abandoned(h);
+}
+
+void heap_orphan_others(uintptr_t tid) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) {
+    int s = atomic_load_relaxed(&h->state);
+    if (h->tid != tid && (s == HEAP_OWNED || s == HEAP_BUSY)) {
+      /* Its lists may have been mid-update when the parent forked. */
+      atomic_store_relaxed(&h->state, HEAP_ORPHANED);
+      segment_set_set_owner(&h->segments, 0);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Allocation beyond the inline path.
+ * ------------------------------------------------------------------------- */
+static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
+  /* Large blocks freed by other threads come back through the inbox. */
+  heap_drain_inbox(h);
+  size_t slices = (size + SLICE_SIZE - 1) >> SLICE_SHIFT;
+  size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
+  page_t *pg = span_alloc(&h->segments, slices, align_slices);
+  if (pg == NULL) {
+    heap_collect(h, true);
+    pg = span_alloc(&h->segments, slices, align_slices);
+    if (pg == NULL) return NULL;
+  }
+  pg->block_size = (uint32_t)pg->span_bytes;
+  pg->recip = 0;
+  pg->capacity = 1;
+  pg->reserved = 1;
+  pg->used = 1;
+  pg->notify_at = 0;
+  pg->flags |= PAGE_LARGE;
+  STAT_LEVEL(pages, 1);
+  STAT_COUNT(large_allocs, 1);
+  return pg->start;
+}
+
+static void *alloc_class(heap_t *h, unsigned c) {
+  page_t *pg = h->queues[c].first;
+  block_t *b = pg ? pg->free : NULL;
+  if (BRISK_UNLIKELY(b == NULL)) {
+    pg = heap_find_page(h, c);
+    if (pg == NULL) {
+      heap_collect(h, true);
+      pg = heap_find_page(h, c);
+      if (pg == NULL) return NULL;
+    }
+    b = pg->free;
+  }
+  pg->free = b->next;
+  pg->used++;
+  return b;
+}
+
+void *heap_alloc(heap_t *h, size_t size) {
+  void *p;
+  if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
+  else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
+  else {
+    page_t *pg = huge_alloc(size, 0);
+    p = pg ? pg->start : NULL;
+  }
+  if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
+/* alignment: a power of two > 16. */
+void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
+  if (size == 0) size = 1;
+  size_t rounded = (size + alignment - 1) & ~(alignment - 1);
+  if (rounded < size) { errno = ENOMEM; return NULL; }
+  void *p;
+  if (rounded <= MEDIUM_MAX && alignment <= SLICE_SIZE) {
+    /* A class whose size is a multiple of the alignment: its blocks are
+     * aligned because pages start on 64 KiB boundaries (size_class.h). */
+    unsigned c = size_to_class(rounded);
+    if (class_size(c) % alignment == 0) {
+      p = alloc_class(h, c);
+      if (p == NULL) errno = ENOMEM;
+      return p;
+    }
+  }
+  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) {
+    p = alloc_large(h, size, alignment);
+  } else {
+    page_t *pg = huge_alloc(size, alignment);
+    p = pg ? pg->start : NULL;
+  }
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}

@@ -1,0 +1,34 @@
+/* Run-time options, read once from BRISK_<NAME> environment variables. */
+#ifndef BRISK_OPTIONS_H
+#define BRISK_OPTIONS_H
+
+#include <stdint.h>
+#include "config.h"
+
+enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
+
+/* X(field, NAME, default, description) */
+#define BRISK_OPTIONS(X)                                                        \
+  X(verbose, VERBOSE, 0, "print brisk's settings at start-up (0/1)")             \
+  X(show_stats, SHOW_STATS, 0, "print statistics to stderr at exit (0/1)")       \
+  X(purge_delay_ms, PURGE_DELAY, 50,                                             \
+    "milliseconds before unused memory goes back to the OS (-1: never)")         \
+  X(on_error, ON_ERROR, ON_ERROR_REPORT,                                          \
+    "on bad input: report (print and continue) or abort")                        \
+  X(segment_cache, SEGMENT_CACHE, 16,                                            \
+    "empty 4 MiB segments kept mapped for reuse (their pages are purged)")
+
+typedef struct brisk_options_s {
+#define BRISK_OPTION_FIELD(field, NAME, def, desc) int64_t field;
+  BRISK_OPTIONS(BRISK_OPTION_FIELD)
+#undef BRISK_OPTION_FIELD
+} brisk_options_t;
+
+/* Valid (with defaults) before options_init runs. */
+extern brisk_options_t brisk_options BRISK_INTERNAL;
+
+/* Reads the environment without allocating; reports unknown BRISK_*
+ * names and bad values as warnings. */
+BRISK_INTERNAL void options_init(void);
+
+#endif

@@ -1,0 +1,156 @@
+/* Pages of a heap: their life in the class queues and the full list,
+ * carving blocks from fresh memory, and retiring empty pages. */
+#include <string.h>
+
+#include "heap.h"
+#include "stats.h"
+
+page_t brisk_empty_page = {
+    .start = (uint8_t *)UINTPTR_MAX,
+    .span = &brisk_empty_page,
+};
+
+/* The direct[] slots served by class c (only classes up to DIRECT_MAX). */
+static void direct_update(heap_t *h, unsigned c) {
+  size_t size = class_size(c);
+  if (size > DIRECT_MAX) return;
+  page_t *pg = h->queues[c].first;
+  if (pg == NULL) pg = &brisk_empty_page;
+  size_t lo = c == 1 ? 0 : (class_size(c - 1) + 16) / 16;
+  for (size_t w = lo; w <= size / 16; w++) h->direct[w] = pg;
+}
+
+/* The head of a class queue is its current page: it carries the bias so
+ * the free fast path never sees it run empty. */
+static void queue_remove(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
+  bool was_head = q->first == pg;
+  if (pg->prev) pg->prev->next = pg->next;
+  else q->first = pg->next;
+  if (pg->next) pg->next->prev = pg->prev;
+  else q->last = pg->prev;
+  pg->next = pg->prev = NULL;
+  if (was_head && c != 0) {
+    pg->used -= PAGE_USED_BIAS;
+    if (q->first) q->first->used += PAGE_USED_BIAS;
+    direct_update(h, c);
+  }
+}
+
+static void queue_push_back(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
+  pg->next = NULL;
+  pg->prev = q->last;
+  if (q->last) q->last->next = pg;
+  else q->first = pg;
+  q->last = pg;
+  if (q->first == pg && c != 0) {
+    pg->used += PAGE_USED_BIAS;
+    direct_update(h, c);
+  }
+}
+
+static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
+  page_t *old = q->first;
+  pg->prev = NULL;
+  pg->next = old;
+  if (old) old->prev = pg;
+  else q->last = pg;
+  q->first = pg;
+  if (c != 0) {
+    if (old) old->used -= PAGE_USED_BIAS;
+    pg->used += PAGE_USED_BIAS;
+    direct_update(h, c);
+  }
+}
+
+/* Carve up to a 4 KiB page worth of blocks from the fresh end of the page,
+ * linked in address order. */
+static void page_extend(page_t *pg) {
+  uint32_t bs = pg->block_size;
+  uint32_t n = PAGE_EXTEND_BYTES / bs;
+  if (n < PAGE_EXTEND_MIN) n = PAGE_EXTEND_MIN;
+  if (n > pg->capacity - pg->reserved) n = pg->capacity - pg->reserved;
+  if (n == 0) return;
+  uint8_t *first = pg->start + (size_t)pg->reserved * bs;
+  uint8_t *p = first;
+  for (uint32_t i = 0; i + 1 < n; i++, p += bs) ((block_t *)p)->next = (block_t *)(p + bs);
+  ((block_t *)p)->next = pg->free;
+  pg->free = (block_t *)first;
+  pg->reserved += n;
+}
+
+/* Make free non-empty if the page has any block to give. */
+static void page_collect(page_t *pg) {
+  if (pg->free != NULL) return;
+  if (pg->local_free != NULL) {
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+    return;
+  }
+  if (pg->reserved < pg->capacity) page_extend(pg);
+}
+
+static page_t *page_new(heap_t *h, unsigned c) {
+  page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1);
+  if (pg == NULL) return NULL;
+  uint32_t bs = (uint32_t)class_size(c);
+  pg->block_size = bs;
+  pg->recip = (((uint64_t)1 << 40) + bs - 1) / bs;
+  pg->capacity = (uint32_t)(pg->span_bytes / bs);
+  pg->size_class = (uint16_t)c;
+  STAT_LEVEL(pages, 1);
+  return pg;
+}
+
+static void page_retire(heap_t *h, page_t *pg) {
+  unsigned c = pg->size_class;
+  queue_remove(h, &h->queues[c], pg, c);
+  STAT_LEVEL(pages, -1);
+  span_free(&h->segments, pg);
+}
+
+page_t *heap_find_page(heap_t *h, unsigned c) {
+  heap_housekeeping(h);
+  page_queue_t *q = &h->queues[c];
+  for (;;) {
+    page_t *pg = q->first;
+    if (pg == NULL) break;
+    page_collect(pg);
+    if (pg->free != NULL) return pg;
+    /* Full: park it where the allocator does not look again. The first
+     * block freed back to it (used drops below capacity) brings it back. */
+    queue_remove(h, q, pg, c);
+    pg->flags |= PAGE_IN_FULL;
+    pg->notify_at = pg->capacity - 1;
+    queue_push_back(h, &h->full, pg, 0);
+  }
+  page_t *pg = page_new(h, c);
+  if (pg == NULL) return NULL;
+  queue_push_front(h, q, pg, c);
+  page_collect(pg);
+  return pg;
+}
+
+void page_notify(page_t *pg) {
+  heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
+  if (pg->flags & PAGE_LARGE) {
+    STAT_LEVEL(pages, -1);
+    span_free(&h->segments, pg);
+    return;
+  }
+  if (pg->flags & PAGE_IN_FULL) {
+    unsigned c = pg->size_class;
+    queue_remove(h, &h->full, pg, 0);
+    pg->flags &= (uint8_t)~PAGE_IN_FULL;
+    pg->notify_at = 0;
+    queue_push_back(h, &h->queues[c], pg, c);
+    return;
+  }
+  if (pg->used == 0) page_retire(h, pg);
+}
+
+void heap_retire_empty_heads(heap_t *h) {
+  for (unsigned c = 1; c < CLASS_COUNT; c++) {
+    page_t *pg;
+    while ((pg = h->queues[c].first) != NULL && pg->used == PAGE_USED_BIAS) page_retire(h, pg);
+  }
+}

@@ -1,0 +1,131 @@
+/* Linux implementation of the platform contract in platform.h. */
+#include "platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stats.h"
+
+extern char **environ;
+
+static int map_raw(size_t size, void **out) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  STAT_COUNT(mmap_calls, 1);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  *out = p;
+  return 0;
+}
+
+int os_map_aligned(size_t size, size_t align, void **out) {
+  void *p;
+  int err = map_raw(size, &p);
+  if (err) return err;
+  if (((uintptr_t)p & (align - 1)) == 0) goto done;
+  /* Not aligned: map again with room to spare and trim both ends. */
+  os_unmap(p, size);
+  if (size + align < size) return ENOMEM;
+  err = map_raw(size + align, &p);
+  if (err) return err;
+  uintptr_t start = (uintptr_t)p;
+  uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
+  if (aligned > start) os_unmap(p, aligned - start);
+  size_t tail = (start + size + align) - (aligned + size);
+  if (tail) os_unmap((void *)(aligned + size), tail);
+  p = (void *)aligned;
+done:
+  /* Transparent huge pages would turn a 64 KiB touch into 2 MiB of RSS. */
+  madvise(p, size, MADV_NOHUGEPAGE);
+  STAT_LEVEL(mapped_bytes, (int64_t)size);
+  *out = p;
+  return 0;
+}
+
+int os_unmap(void *p, size_t size) {
+  STAT_COUNT(munmap_calls, 1);
+  if (munmap(p, size) != 0) return errno;
+  return 0;
+}
+
+int os_purge(void *p, size_t size) {
+  STAT_COUNT(madvise_calls, 1);
+  STAT_COUNT(purged_bytes, (int64_t)size);
+  if (madvise(p, size, MADV_DONTNEED) != 0) return errno;
+  return 0;
+}
+
+int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
+  void *q = mremap(p, old_size, new_size, 0);
+  if (q == MAP_FAILED) return errno;
+  return 0;
+}
+
+int os_reserve_table(size_t size, void **out) {
+  return map_raw(size, out);
+}
+
+bool os_probe_read(const void *addr, void *out, size_t n) {
+  struct iovec local = {out, n};
+  struct iovec remote = {(void *)addr, n};
+  int saved = errno;
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  errno = saved;
+  return got == (ssize_t)n;
+}
+
+uint64_t os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int stderr_fd = 2;
+
+void os_keep_stderr(void) {
+  int saved = errno;
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+  if (fd >= 0) stderr_fd = fd;
+  errno = saved;
+}
+
+void os_write_stderr(const char *s, size_t n) {
+  int saved = errno;
+  while (n > 0) {
+    ssize_t w = write(stderr_fd, s, n);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      break;
+    }
+    s += w;
+    n -= (size_t)w;
+  }
+  errno = saved;
+}
+
+void os_abort(void) { abort(); }
+
+void os_yield(void) { sched_yield(); }
+
+char **os_environ(void) { return environ; }
+
+static pthread_key_t thread_exit_key;
+
+int os_thread_exit_init(void (*fn)(void *)) {
+  return pthread_key_create(&thread_exit_key, fn);
+}
+
+void os_thread_exit_arm(void *value) {
+  pthread_setspecific(thread_exit_key, value);
+}
+
+int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  return pthread_atfork(prepare, parent, child);
+}

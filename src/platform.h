@@ -1,0 +1,85 @@
+/* The platform layer: every call into the OS that brisk makes is here.
+ * Functions return 0 on success or an errno value; none allocates memory
+ * through malloc, so all are safe while brisk itself is initialising. */
+#ifndef BRISK_PLATFORM_H
+#define BRISK_PLATFORM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Map `size` bytes of fresh zeroed read-write memory whose start is a
+ * multiple of `align` (a power of two, >= the OS page size). */
+BRISK_INTERNAL int os_map_aligned(size_t size, size_t align, void **out);
+/* Unmap a range obtained from os_map_aligned (or a page-aligned part). */
+BRISK_INTERNAL int os_unmap(void *p, size_t size);
+/* Give the physical pages of a range back to the OS now: the range stays
+ * mapped, its resident size drops at once (MADV_DONTNEED, not MADV_FREE,
+ * so RSS as the kernel reports it falls), and it reads as zero later. */
+BRISK_INTERNAL int os_purge(void *p, size_t size);
+/* Grow or shrink a mapping without moving it; ENOMEM when the address
+ * space after it is taken. */
+BRISK_INTERNAL int os_remap_in_place(void *p, size_t old_size, size_t new_size);
+/* Reserve a range of zero-filled address space once; for the registry. */
+BRISK_INTERNAL int os_reserve_table(size_t size, void **out);
+
+/* Copy n bytes from addr into out if the whole range is readable; never
+ * faults. For pointers brisk does not own (a cold path). */
+BRISK_INTERNAL bool os_probe_read(const void *addr, void *out, size_t n);
+
+/* Milliseconds of a monotonic clock that is cheap to read (vDSO, coarse). */
+BRISK_INTERNAL uint64_t os_now_ms(void);
+BRISK_INTERNAL void os_write_stderr(const char *s, size_t n);
+/* Keep a private copy of stderr, for programs that close fd 2 before
+ * exit (coreutils do) while brisk still has statistics to print. */
+BRISK_INTERNAL void os_keep_stderr(void);
+BRISK_INTERNAL void os_abort(void) __attribute__((noreturn));
+BRISK_INTERNAL void os_yield(void);
+BRISK_INTERNAL char **os_environ(void);
+
+/* Thread exit: `fn(value)` runs when a thread that armed it exits. */
+BRISK_INTERNAL int os_thread_exit_init(void (*fn)(void *));
+BRISK_INTERNAL void os_thread_exit_arm(void *value);
+BRISK_INTERNAL int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
+/* The identity of the calling thread: the thread pointer, unique among
+ * live threads and readable in one instruction. Never zero. */
+static inline uintptr_t os_thread_id(void) {
+  return (uintptr_t)__builtin_thread_pointer();
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define os_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define os_cpu_relax() __asm__ volatile("yield")
+#else
+#define os_cpu_relax() ((void)0)
+#endif
+
+/* A spinning lock for the few cold paths that need mutual exclusion
+ * (segment pool, heap registry). Never held across an OS call that could
+ * block for long; never taken on a fast path; no futex. */
+typedef struct brisk_lock_s { _Atomic(int) held; } brisk_lock_t;
+#define BRISK_LOCK_INIT {0}
+static inline void lock_acquire(brisk_lock_t *l) {
+  for (unsigned spins = 0;; spins++) {
+    if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+      return;
+    if (spins < 64) os_cpu_relax();
+    else os_yield();
+  }
+}
+static inline void lock_release(brisk_lock_t *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+/* After fork the child is single-threaded: a lock held by a thread that
+ * no longer exists is simply reset. */
+static inline void lock_reset(brisk_lock_t *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,413 @@
+/* Spans within segments, the purge of free slices, the pool of empty
+ * segments, and huge blocks. Depends on platform and registry only. */
+#include "segment.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "options.h"
+#include "platform.h"
+#include "registry.h"
+#include "stats.h"
+
+page_t brisk_dead_page = {
+    .start = (uint8_t *)UINTPTR_MAX,
+    .span = &brisk_dead_page,
+};
+
+#define ALL_PAGE_SLICES (~(uint64_t)0 << SEGMENT_FIRST_SLICE)
+
+/* ---------------------------------------------------------------------------
+ * The pool: empty segments shared by all heaps, kept mapped for reuse up to
+ * BRISK_SEGMENT_CACHE of them; their pages are purged after the delay and
+ * the surplus is unmapped. Taken and put under one lock: a segment changes
+ * hands once per 4 MiB, never on a fast path.
+ * ------------------------------------------------------------------------- */
+static brisk_lock_t pool_lock = BRISK_LOCK_INIT;
+static segment_t *pool_first;
+static _Atomic(size_t) pool_count; /* read without the lock as a hint */
+
+void segment_pool_lock(void) { lock_acquire(&pool_lock); }
+void segment_pool_unlock(void) { lock_release(&pool_lock); }
+void segment_pool_reset_lock(void) { lock_reset(&pool_lock); }
+
+static uint64_t purge_delay(void) {
+  int64_t d = brisk_options.purge_delay_ms;
+  return d < 0 ? UINT64_MAX / 2 : (uint64_t)d;
+}
+
+/* madvise each run of set bits of `mask` in seg. */
+static void purge_slices(segment_t *seg, uint64_t mask) {
+  while (mask) {
+    unsigned first = (unsigned)__builtin_ctzll(mask);
+    uint64_t run = mask >> first;
+    unsigned len = (~run == 0) ? 64 - first : (unsigned)__builtin_ctzll(~run);
+    os_purge((uint8_t *)seg + (size_t)first * SLICE_SIZE, (size_t)len * SLICE_SIZE);
+    uint64_t bits = (len == 64 ? ~(uint64_t)0 : (((uint64_t)1 << len) - 1)) << first;
+    mask &= ~bits;
+  }
+}
+
+static void segment_unmap(segment_t *seg) {
+  size_t size = seg->mapped_size;
+  registry_set((uintptr_t)seg, size, NULL);
+  STAT_LEVEL(mapped_bytes, -(int64_t)size);
+  if (seg->kind == SEGMENT_NORMAL) STAT_LEVEL(segments, -1);
+  os_unmap(seg, size);
+}
+
+/* Under pool_lock. */
+static void pool_maintain_locked(uint64_t now, bool force) {
+  uint64_t delay = purge_delay();
+  size_t keep = brisk_options.segment_cache < 0 ? 0 : (size_t)brisk_options.segment_cache;
+  segment_t **link = &pool_first;
+  size_t seen = 0;
+  while (*link) {
+    segment_t *seg = *link;
+    seen++;
+    bool due = force || now >= seg->idle_since_ms + delay;
+    if (due && seg->dirty_slices) {
+      purge_slices(seg, seg->dirty_slices & ALL_PAGE_SLICES);
+      seg->dirty_slices = 0;
+      seg->purge_slices = 0;
+    }
+    /* The newest `keep` stay mapped; older ones go once they are due. */
+    if (seen > keep && (due || seen > 4 * keep + 4)) {
+      *link = seg->next;
+      atomic_sub_relaxed(&pool_count, 1);
+      segment_unmap(seg);
+      continue;
+    }
+    link = &seg->next;
+  }
+}
+
+void segment_pool_maintain(bool force) {
+  if (atomic_load_relaxed(&pool_count) == 0 && !force) return;
+  uint64_t now = os_now_ms();
+  lock_acquire(&pool_lock);
+  pool_maintain_locked(now, force);
+  lock_release(&pool_lock);
+}
+
+static void pool_put(segment_t *seg) {
+  atomic_store_relaxed(&seg->owner_tid, 0);
+  atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
+  uint64_t now = os_now_ms();
+  seg->idle_since_ms = now;
+  lock_acquire(&pool_lock);
+  seg->next = pool_first; /* newest first */
+  seg->prev = NULL;
+  pool_first = seg;
+  atomic_add_relaxed(&pool_count, 1);
+  pool_maintain_locked(now, false);
+  lock_release(&pool_lock);
+}
+
+static segment_t *pool_take(void) {
+  if (atomic_load_relaxed(&pool_count) == 0) return NULL;
+  lock_acquire(&pool_lock);
+  segment_t *seg = pool_first;
+  if (seg) {
+    pool_first = seg->next;
+    atomic_sub_relaxed(&pool_count, 1);
+  }
+  lock_release(&pool_lock);
+  return seg;
+}
+
+static void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
+  seg->mapped_size = mapped;
+  seg->kind = kind;
+  seg->free_slices = ALL_PAGE_SLICES;
+  seg->dirty_slices = 0;
+  seg->purge_slices = 0;
+  seg->purge_at_ms = 0;
+  for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = &brisk_dead_page;
+}
+
+static segment_t *segment_map(void) {
+  void *p;
+  if (os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &p) != 0) return NULL;
+  segment_t *seg = p;
+  segment_init_header(seg, SEGMENT_SIZE, SEGMENT_NORMAL);
+  STAT_LEVEL(segments, 1);
+  registry_set((uintptr_t)seg, SEGMENT_SIZE, seg);
+  return seg;
+}
+
+/* ---------------------------------------------------------------------------
+ * A heap's set of segments.
+ * ------------------------------------------------------------------------- */
+static void set_unlink(segment_set_t *set, segment_t *seg) {
+  if (seg->prev) seg->prev->next = seg->next;
+  else set->first = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+}
+
+static void set_push_front(segment_set_t *set, segment_t *seg) {
+  seg->prev = NULL;
+  seg->next = set->first;
+  if (set->first) set->first->prev = seg;
+  set->first = seg;
+}
+
+static void set_push_back(segment_set_t *set, segment_t *seg) {
+  segment_t *last = set->first;
+  if (last == NULL) { set_push_front(set, seg); return; }
+  while (last->next) last = last->next;
+  last->next = seg;
+  seg->prev = last;
+  seg->next = NULL;
+}
+
+static segment_t *set_add_segment(segment_set_t *set) {
+  segment_t *seg = pool_take();
+  if (seg == NULL) seg = segment_map();
+  if (seg == NULL) return NULL;
+  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
+  atomic_store_release(&seg->owner_tid, set->owner_tid);
+  set_push_front(set, seg);
+  set->count++;
+  return seg;
+}
+
+/* Lowest slice index i (a multiple of align) with slices i..i+n-1 all in
+ * mask; -1 if none. */
+static int find_run(uint64_t mask, size_t n, size_t align) {
+  uint64_t run = mask;
+  size_t len = 1;
+  while (len < n && run) {
+    size_t step = len < n - len ? len : n - len;
+    run &= run >> step;
+    len += step;
+  }
+  if (align > 1) {
+    uint64_t pattern = 0;
+    for (size_t i = 0; i < SLICES_PER_SEGMENT; i += align) pattern |= (uint64_t)1 << i;
+    run &= pattern;
+  }
+  return run ? __builtin_ctzll(run) : -1;
+}
+
+static uint64_t slice_bits(size_t first, size_t n) {
+  uint64_t bits = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+  return bits << first;
+}
+
+static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
+  uint64_t bits = slice_bits(first, n);
+  page_t *head = &seg->pages[first];
+  bool zero = (seg->dirty_slices & bits) == 0;
+  seg->free_slices &= ~bits;
+  seg->dirty_slices |= bits;
+  seg->purge_slices &= ~bits;
+  memset(head, 0, sizeof(*head));
+  head->start = (uint8_t *)seg + first * SLICE_SIZE;
+  head->span_bytes = n * SLICE_SIZE;
+  head->slice_count = (uint8_t)n;
+  head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
+  return head;
+}
+
+page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
+  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
+  if (align_slices == 0) align_slices = 1;
+  for (segment_t *seg = set->first; seg && seg->free_slices; seg = seg->next) {
+    int first = find_run(seg->free_slices, slices, align_slices);
+    if (first < 0) continue;
+    page_t *span = span_carve(seg, (size_t)first, slices);
+    if (seg->free_slices == 0 && seg->next) { /* full segments go last */
+      set_unlink(set, seg);
+      set_push_back(set, seg);
+    }
+    return span;
+  }
+  segment_t *seg = set_add_segment(set);
+  if (seg == NULL) return NULL;
+  int first = find_run(seg->free_slices, slices, align_slices);
+  if (first < 0) return NULL;
+  return span_carve(seg, (size_t)first, slices);
+}
+
+void span_free(segment_set_t *set, page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  size_t first = (size_t)(span - seg->pages);
+  size_t n = span->slice_count;
+  uint64_t bits = slice_bits(first, n);
+  brisk_assert((seg->free_slices & bits) == 0);
+  brisk_assert(span->span == span && (span->flags & PAGE_IN_USE));
+  brisk_assert((span->flags & PAGE_LARGE) || span->used == 0);
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
+  span->flags = 0;
+  span->start = (uint8_t *)UINTPTR_MAX;
+  span->block_size = 0;
+  span->recip = 0;
+  bool was_full = seg->free_slices == 0;
+  seg->free_slices |= bits;
+  if (was_full) { /* has room again: to the front */
+    set_unlink(set, seg);
+    set_push_front(set, seg);
+  }
+  if (seg->free_slices == ALL_PAGE_SLICES) {
+    set_unlink(set, seg);
+    set->count--;
+    pool_put(seg);
+    return;
+  }
+  uint64_t now = os_now_ms();
+  seg->purge_slices |= bits;
+  if (seg->purge_at_ms == 0) seg->purge_at_ms = now + purge_delay();
+  if (set->next_purge_ms == 0 || seg->purge_at_ms < set->next_purge_ms)
+    set->next_purge_ms = seg->purge_at_ms;
+}
+
+bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
+  segment_t *seg = segment_of_page(span);
+  size_t first = (size_t)(span - seg->pages);
+  size_t have = span->slice_count;
+  if (slices <= have) return true;
+  if (first + slices > SLICES_PER_SEGMENT) return false;
+  uint64_t extra = slice_bits(first + have, slices - have);
+  if ((seg->free_slices & extra) != extra) return false;
+  seg->free_slices &= ~extra;
+  seg->dirty_slices |= extra;
+  seg->purge_slices &= ~extra;
+  for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
+  span->slice_count = (uint8_t)slices;
+  span->span_bytes = slices * SLICE_SIZE;
+  if (seg->free_slices == 0 && seg->next) {
+    set_unlink(set, seg);
+    set_push_back(set, seg);
+  }
+  return true;
+}
+
+void segment_set_purge(segment_set_t *set, bool force) {
+  if (set->next_purge_ms == 0 && !force) return;
+  uint64_t now = os_now_ms();
+  if (!force && now < set->next_purge_ms) return;
+  uint64_t next = 0;
+  for (segment_t *seg = set->first; seg; seg = seg->next) {
+    if (seg->purge_slices == 0) continue;
+    if (force || now >= seg->purge_at_ms) {
+      uint64_t mask = seg->purge_slices & seg->free_slices;
+      purge_slices(seg, mask);
+      seg->dirty_slices &= ~mask;
+      seg->purge_slices = 0;
+      seg->purge_at_ms = 0;
+    } else if (next == 0 || seg->purge_at_ms < next) {
+      next = seg->purge_at_ms;
+    }
+  }
+  set->next_purge_ms = next;
+  segment_pool_maintain(force);
+}
+
+void segment_set_release_all(segment_set_t *set) {
+  while (set->first) {
+    segment_t *seg = set->first;
+    set_unlink(set, seg);
+    for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) {
+      if (seg->pages[i].span == &seg->pages[i]) {
+        page_t *pg = &seg->pages[i];
+        pg->flags = 0;
+        pg->start = (uint8_t *)UINTPTR_MAX;
+        pg->block_size = 0;
+        pg->recip = 0;
+        STAT_LEVEL(pages, -1);
+      }
+      seg->pages[i].span = &brisk_dead_page;
+    }
+    seg->free_slices = ALL_PAGE_SLICES;
+    pool_put(seg);
+  }
+  set->count = 0;
+  set->next_purge_ms = 0;
+}
+
+void segment_set_release_empty(segment_set_t *set) {
+  segment_t *seg = set->first;
+  while (seg) {
+    segment_t *next = seg->next;
+    if (seg->free_slices == ALL_PAGE_SLICES) {
+      set_unlink(set, seg);
+      set->count--;
+      pool_put(seg);
+    }
+    seg = next;
+  }
+}
+
+void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
+  set->owner_tid = tid;
+  for (segment_t *seg = set->first; seg; seg = seg->next)
+    atomic_store_release(&seg->owner_tid, tid);
+}
+
+/* ---------------------------------------------------------------------------
+ * Huge blocks. The header occupies the first slice; the block starts at
+ * the first multiple of the alignment past it.
+ * ------------------------------------------------------------------------- */
+page_t *huge_alloc(size_t size, size_t alignment) {
+  size_t offset = SLICE_SIZE;
+  if (alignment > offset) offset = alignment;
+  size_t page = 4096;
+  if (size > SIZE_MAX - offset - SEGMENT_SIZE) return NULL;
+  size_t mapped = (offset + size + page - 1) & ~(page - 1);
+  void *p;
+  size_t map_align = alignment > SEGMENT_SIZE ? alignment : SEGMENT_SIZE;
+  if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
+  segment_t *seg = p;
+  segment_init_header(seg, mapped, SEGMENT_HUGE);
+  seg->free_slices = 0;
+  page_t *pg = &seg->pages[0];
+  memset(pg, 0, sizeof(*pg));
+  pg->start = (uint8_t *)seg + offset;
+  pg->block_size = (uint32_t)(size > UINT32_MAX ? 0 : size);
+  pg->span_bytes = mapped - offset;
+  pg->capacity = 1;
+  pg->reserved = 1;
+  pg->used = 1;
+  pg->flags = PAGE_IN_USE | PAGE_HUGE | PAGE_ZERO;
+  for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = pg;
+  atomic_store_relaxed(&seg->owner_tid, 0);
+  atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
+  STAT_COUNT(huge_allocs, 1);
+  STAT_LEVEL(huge_bytes, (int64_t)mapped);
+  registry_set((uintptr_t)seg, mapped, seg);
+  return pg;
+}
+
+void huge_free(page_t *pg) {
+  segment_t *seg = segment_of_page(pg);
+  STAT_LEVEL(huge_bytes, -(int64_t)seg->mapped_size);
+  segment_unmap(seg);
+}
+
+bool huge_try_resize(page_t *pg, size_t new_size) {
+  segment_t *seg = segment_of_page(pg);
+  size_t offset = (size_t)(pg->start - (uint8_t *)seg);
+  size_t page = 4096;
+  if (new_size > SIZE_MAX - offset - page) return false;
+  size_t mapped = (offset + new_size + page - 1) & ~(page - 1);
+  if (mapped == seg->mapped_size) return true;
+  if (mapped < seg->mapped_size) {
+    /* Shrink: keep the registry entries of what stays mapped. */
+    size_t old = seg->mapped_size;
+    if (os_remap_in_place(seg, old, mapped) != 0) return false;
+    registry_set((uintptr_t)seg, old, NULL);
+    registry_set((uintptr_t)seg, mapped, seg);
+  } else {
+    if (os_remap_in_place(seg, seg->mapped_size, mapped) != 0) return false;
+    registry_set((uintptr_t)seg, mapped, seg);
+  }
+  STAT_LEVEL(huge_bytes, (int64_t)mapped - (int64_t)seg->mapped_size);
+  STAT_LEVEL(mapped_bytes, (int64_t)mapped - (int64_t)seg->mapped_size);
+  seg->mapped_size = mapped;
+  pg->span_bytes = mapped - offset;
+  return true;
+}

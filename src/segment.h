@@ -1,0 +1,147 @@
+/* Segments, spans and pages: how memory from the OS is laid out.
+ *
+ *  segment (4 MiB, 4 MiB-aligned; its address is ptr & ~(4 MiB - 1))
+ *  +-----------+-----------+-----------+-----------+-- ... --+-----------+
+ *  | slice 0   | slice 1   | slice 2   | slice 3   |         | slice 63  |
+ *  | header:   | page of   |  page of class 57 (8 slices,    | large     |
+ *  | segment_t |  class 4  |  512 KiB, blocks of 9216 B)     | block     |
+ *  | + 64 page |  64 B x   |                                 | (span)    |
+ *  |   descs   |  1024     |                                 |           |
+ *  +-----------+-----------+-----------+-----------+-- ... --+-----------+
+ *     pages[i] describes slice i; pages[i].span -> the head descriptor
+ *     of the span that holds slice i (itself for a head), or the shared
+ *     dead descriptor when slice i is not in use.
+ *
+ *  A span is a run of slices given out whole: a page of one size class
+ *  (1 slice for small classes, 8 for medium ones) or one large block.
+ *  A huge block is a mapping of its own with the same header; all 64 of
+ *  its descriptors point to descriptor 0.
+ *
+ *  Page invariant (owner thread only, outside the fast path's instants):
+ *    used == blocks handed out and not yet back in free/local_free/inbox
+ *    reserved - used == |free| + |local_free| + (blocks in transit to it)
+ *    used carries PAGE_USED_BIAS while the page is its class's current page.
+ *  Ownership: every field of a page and of a segment's slice masks belongs
+ *  to the thread that owns the segment's heap; other threads read only
+ *  segment->owner_tid and segment->heap (atomics) and the descriptor
+ *  fields that are fixed while the page is in use (start, block_size,
+ *  recip, reserved is only read by the owner).
+ */
+#ifndef BRISK_SEGMENT_H
+#define BRISK_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct heap_s;
+
+typedef struct block_s {
+  struct block_s *next;
+} block_t;
+
+enum page_flags {
+  PAGE_IN_USE = 1 << 0,  /* span given out (page or large/huge block) */
+  PAGE_IN_FULL = 1 << 1, /* on its heap's full list */
+  PAGE_LARGE = 1 << 2,   /* one large block */
+  PAGE_HUGE = 1 << 3,    /* one huge block, mapping of its own */
+  PAGE_ZERO = 1 << 4,    /* memory not yet carved is known to be zero */
+};
+
+/* 128 bytes: the fast paths read only the first cache line. */
+typedef struct page_s {
+  block_t *free;          /* allocation list */
+  block_t *local_free;    /* owner's frees, moved to free when it runs dry */
+  uint8_t *start;         /* first block */
+  struct page_s *span;    /* head descriptor of the span holding this slice */
+  uint64_t recip;         /* ceil(2^40 / block_size) for classes; 0 for one-block spans */
+  uint32_t used;          /* see the invariant above */
+  uint32_t notify_at;     /* free calls page_notify when used drops to this */
+  uint32_t block_size;
+  uint32_t reserved;      /* blocks carved so far */
+  uint32_t capacity;      /* blocks that fit */
+  uint16_t size_class;    /* 0 for large and huge */
+  uint8_t slice_count;
+  uint8_t flags;
+  /* second cache line: owner's bookkeeping */
+  struct page_s *next;    /* class queue or full list */
+  struct page_s *prev;
+  size_t span_bytes;      /* bytes of the span (huge: of the block area) */
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *)];
+} page_t;
+
+enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2 };
+
+typedef struct segment_s {
+  _Atomic(uintptr_t) owner_tid;       /* thread whose frees are local; 0: none */
+  _Atomic(struct heap_s *) heap;      /* heap its blocks return to; NULL: none */
+  size_t mapped_size;
+  uint32_t kind;
+  uint32_t pad0_;
+  uint64_t free_slices;               /* bit i: slice i not in any span */
+  uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
+  uint64_t purge_slices;              /* free slices waiting for their purge */
+  uint64_t purge_at_ms;               /* when purge_slices become due */
+  uint64_t idle_since_ms;             /* in the pool: when it arrived */
+  struct segment_s *next;             /* in its heap's set, or in the pool */
+  struct segment_s *prev;
+  _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];
+} segment_t;
+
+_Static_assert(sizeof(page_t) == 128, "page descriptor is two cache lines");
+_Static_assert(sizeof(segment_t) <= SLICE_SIZE, "segment header fits in slice 0");
+
+/* The descriptor of every slice not in use: its start lies at the top of
+ * the address space, so every free/owns check against it fails. */
+extern page_t brisk_dead_page BRISK_INTERNAL;
+
+BRISK_INLINE segment_t *segment_of_page(const page_t *pg) {
+  return (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+}
+
+BRISK_INLINE page_t *page_of(segment_t *seg, uintptr_t addr) {
+  return seg->pages[(addr >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)].span;
+}
+
+/* The segments of one heap. */
+typedef struct segment_set_s {
+  segment_t *first;      /* segments with free slices come before full ones */
+  size_t count;
+  uint64_t next_purge_ms; /* 0: nothing waits */
+  uintptr_t owner_tid;
+  struct heap_s *heap;
+} segment_set_t;
+
+/* A span of `slices` slices whose first slice index is a multiple of
+ * `align_slices`, from the set's segments or a new one; NULL when the OS
+ * has no memory. The head descriptor has start, span_bytes, slice_count,
+ * flags = PAGE_IN_USE (| PAGE_ZERO when the memory is fresh). */
+BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices);
+/* Give a span back to its segment; its slices are purged after the delay. */
+BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
+/* Grow a large span in place by taking the free slices after it. */
+BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slices);
+/* Purge what is due (everything when force); cheap when nothing is due. */
+BRISK_INTERNAL void segment_set_purge(segment_set_t *set, bool force);
+/* Move every segment of the set to the pool, in use or not (heap destroy). */
+BRISK_INTERNAL void segment_set_release_all(segment_set_t *set);
+/* Segments whose pages are all free go to the pool. */
+BRISK_INTERNAL void segment_set_release_empty(segment_set_t *set);
+/* Change the owner thread recorded in every segment of the set. */
+BRISK_INTERNAL void segment_set_set_owner(segment_set_t *set, uintptr_t tid);
+
+/* Huge blocks: a mapping each, owned by no heap. */
+BRISK_INTERNAL page_t *huge_alloc(size_t size, size_t alignment);
+BRISK_INTERNAL void huge_free(page_t *pg);
+BRISK_INTERNAL bool huge_try_resize(page_t *pg, size_t new_size);
+
+/* The pool of empty segments shared by all heaps. */
+BRISK_INTERNAL void segment_pool_maintain(bool force);
+BRISK_INTERNAL void segment_pool_lock(void);
+BRISK_INTERNAL void segment_pool_unlock(void);
+BRISK_INTERNAL void segment_pool_reset_lock(void);
+
+#endif

@@ -1,0 +1,59 @@
+#include "stats.h"
+
+#include <string.h>
+
+#include "platform.h"
+#include "report.h"
+
+brisk_stats_t brisk_stats;
+
+#define LOAD(f) ((long long)atomic_load_explicit(&brisk_stats.f, memory_order_relaxed))
+
+size_t stats_json(char *buf, size_t len) {
+  char tmp[96];
+  size_t pos = 0;
+#define APPEND(...)                                                   \
+  do {                                                                \
+    size_t n_ = format_string(tmp, sizeof(tmp), __VA_ARGS__);         \
+    if (buf && pos < len) {                                           \
+      size_t room_ = len - pos - 1;                                   \
+      memcpy(buf + pos, tmp, n_ < room_ ? n_ : room_);                \
+    }                                                                 \
+    pos += n_;                                                        \
+  } while (0)
+  APPEND("{\"version\":\"%d.%d.%d\"", 0, 1, 0);
+#define JSON_COUNT(name) APPEND(",\"" #name "\":%lld", LOAD(name));
+#define JSON_LEVEL(name) JSON_COUNT(name) JSON_COUNT(name##_peak)
+#define JSON_FIELD(name, kind, desc) JSON_##kind(name)
+  BRISK_STATS_FIELDS(JSON_FIELD)
+#undef JSON_FIELD
+  APPEND("}");
+#undef APPEND
+  if (buf && len) buf[pos < len ? pos : len - 1] = '\0';
+  return pos;
+}
+
+void stats_text(void (*emit)(const char *line, void *arg), void *arg) {
+  char line[160];
+  emit("brisk statistics:", arg);
+#define TEXT_COUNT(name, desc)                                                  \
+  format_string(line, sizeof(line), "  %s: %lld  (%s)", #name, LOAD(name), desc); \
+  emit(line, arg);
+#define TEXT_LEVEL(name, desc)                                                  \
+  format_string(line, sizeof(line), "  %s: %lld, peak %lld  (%s)", #name, LOAD(name), \
+                LOAD(name##_peak), desc);                                       \
+  emit(line, arg);
+#define TEXT_FIELD(name, kind, desc) TEXT_##kind(name, desc)
+  BRISK_STATS_FIELDS(TEXT_FIELD)
+#undef TEXT_FIELD
+}
+
+static void emit_stderr(const char *line, void *arg) {
+  char buf[200];
+  size_t n = format_string(buf, sizeof(buf) - 1, "brisk: %s", line);
+  if (n > sizeof(buf) - 2) n = sizeof(buf) - 2;
+  buf[n++] = '\n';
+  os_write_stderr(buf, n);
+}
+
+void stats_print_at_exit(void) { stats_text(emit_stderr, NULL); }

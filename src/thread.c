@@ -1,0 +1,86 @@
+#include "thread.h"
+
+#include "atomics.h"
+#include "options.h"
+#include "platform.h"
+#include "report.h"
+#include "stats.h"
+
+__thread heap_t *brisk_tls_heap = &brisk_heap_empty;
+
+enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_READY = 2 };
+static _Atomic(int) init_state;
+static _Atomic(uintptr_t) init_thread;
+
+BRISK_INTERNAL void stats_print_at_exit(void);
+
+static void thread_exit(void *value) {
+  heap_t *h = brisk_tls_heap;
+  if (h == &brisk_heap_empty || h == &brisk_heap_dead) return;
+  /* TLS destructors that run after this one still free: they go through
+   * the dead heap, whose frees are pushed one by one. */
+  brisk_tls_heap = &brisk_heap_dead;
+  heap_abandon(h);
+}
+
+static void fork_prepare(void) {
+  heap_list_lock();
+  segment_pool_lock();
+}
+
+static void fork_parent(void) {
+  segment_pool_unlock();
+  heap_list_unlock();
+}
+
+static void fork_child(void) {
+  segment_pool_reset_lock();
+  heap_list_reset_lock();
+  heap_orphan_others(os_thread_id());
+}
+
+void process_init(void) {
+  int s = atomic_load_acquire(&init_state);
+  if (BRISK_LIKELY(s == INIT_READY)) return;
+  int expected = INIT_NONE;
+  if (atomic_cas_strong_acq_rel(&init_state, &expected, INIT_RUNNING)) {
+    atomic_store_relaxed(&init_thread, os_thread_id());
+    options_init();
+    os_thread_exit_init(thread_exit);
+    atomic_store_release(&init_state, INIT_READY);
+    /* May allocate (it is ready now): registered before any thread exists
+     * when brisk is preloaded or linked, so a fork in any thread is safe. */
+    os_atfork(fork_prepare, fork_parent, fork_child);
+    return;
+  }
+  if (atomic_load_relaxed(&init_thread) == os_thread_id()) return; /* re-entered */
+  while (atomic_load_acquire(&init_state) != INIT_READY) os_yield();
+}
+
+heap_t *thread_heap_init(void) {
+  heap_t *h = brisk_tls_heap;
+  if (h != &brisk_heap_empty && h != &brisk_heap_dead) return h;
+  process_init();
+  uintptr_t tid = os_thread_id();
+  h = heap_adopt_abandoned(tid);
+  if (h == NULL) h = heap_create(HEAP_KIND_THREAD, tid);
+  if (h == NULL) return NULL;
+  brisk_tls_heap = h;
+  os_thread_exit_arm(h);
+  return h;
+}
+
+heap_t *thread_heap_for_free(void) {
+  heap_t *h = brisk_tls_heap;
+  if (h == &brisk_heap_dead) return NULL;
+  if (h == &brisk_heap_empty) return thread_heap_init();
+  return h;
+}
+
+__attribute__((constructor)) static void brisk_constructor(void) {
+  process_init();
+}
+
+__attribute__((destructor)) static void brisk_destructor(void) {
+  if (brisk_options.show_stats) stats_print_at_exit();
+}

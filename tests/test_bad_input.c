@@ -1,0 +1,618 @@
+/* Bad input: invalid frees are reported with one exact line on stderr and
+ * ignored (or abort with BRISK_ON_ERROR=abort), and nothing else in the
+ * heap is damaged.
+ *
+ * ctest-labels: sanitize
+ *
+ * The parent re-executes this binary (/proc/self/exe <scenario>) in a
+ * forked child with a clean environment (no BRISK_* variables except the
+ * ones the scenario sets), captures the child's stdout and stderr through
+ * pipes, and checks:
+ *   - stderr is exactly the expected error line(s): the child computes each
+ *     expected line with printf("%p") and sends it as "EXPECT <line>" on
+ *     stdout before making the bad call;
+ *   - the child exited 0 after printing "DONE" (it verified that blocks
+ *     allocated before the bad call are intact and that malloc/free still
+ *     hand out correct, distinct blocks), or, for the abort scenarios, died
+ *     by SIGABRT right after printing the line.
+ * Run one scenario by hand: build/tests/test_bad_input interior_small
+ */
+#define _GNU_SOURCE
+#include <brisk.h>
+
+#include <errno.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+
+extern char **environ;
+
+static void *opaque_ptr(void *p) {
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
+
+/* ================================================================== */
+/* child side                                                          */
+
+static int g_child_fail;
+
+static void child_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void child_fail(const char *fmt, ...) {
+  g_child_fail = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("FAIL ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+}
+
+static void expect_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void expect_line(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  printf("EXPECT %s\n", line);
+  fflush(stdout);
+}
+
+/* A line that must start with the given text (the reason may vary). */
+static void expect_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void expect_prefix(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  printf("EXPECTP %s\n", line);
+  fflush(stdout);
+}
+
+static unsigned char pat(size_t i, unsigned seed) { return (unsigned char)(i * 167u + seed * 31u + 3u); }
+static void fill(void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) ((unsigned char *)p)[i] = pat(i, seed);
+}
+static size_t check(const void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (((const unsigned char *)p)[i] != pat(i, seed)) return i;
+  return (size_t)-1;
+}
+
+/* Blocks allocated before the bad call; they must be intact afterwards. */
+static const size_t k_guard_sizes[] = {8,   16,   24,   32,   32,    48,    64,     64,     64,     64, 100,
+                                       128, 256,  512,  1000, 1000,  4096,  10000,  70000,  300000, 2u << 20};
+enum { NGUARD = sizeof k_guard_sizes / sizeof k_guard_sizes[0] };
+static void *g_guard[NGUARD];
+
+static void guards_alloc(void) {
+  for (int i = 0; i < NGUARD; i++) {
+    g_guard[i] = malloc(k_guard_sizes[i]);
+    if (!g_guard[i]) { child_fail("malloc(%zu) failed", k_guard_sizes[i]); continue; }
+    fill(g_guard[i], k_guard_sizes[i], 100u + (unsigned)i);
+  }
+}
+static void guards_check(const char *when) {
+  for (int i = 0; i < NGUARD; i++) {
+    if (!g_guard[i]) continue;
+    size_t off = check(g_guard[i], k_guard_sizes[i], 100u + (unsigned)i);
+    if (off != (size_t)-1)
+      child_fail("%s: block of %zu bytes at %p allocated before the bad call was changed at offset %zu", when,
+                 k_guard_sizes[i], g_guard[i], off);
+  }
+}
+static void guards_free(void) {
+  for (int i = 0; i < NGUARD; i++) free(g_guard[i]);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* After the bad call: allocation still works, blocks are distinct and do
+ * not overlap each other, the guard blocks, or [keep, keep+keep_len). */
+static void workload_after(size_t cls, const void *keep, size_t keep_len) {
+  enum { N = 600 };
+  static void *b[N];
+  static size_t sz[N];
+  for (int i = 0; i < N; i++) {
+    sz[i] = (i % 3 == 0) ? cls : (size_t)(i % 37) * 24 + 8 + (size_t)(i % 5) * 1000;
+    b[i] = malloc(sz[i]);
+    if (!b[i]) { child_fail("malloc(%zu) after the bad call returned NULL", sz[i]); continue; }
+    if (brisk_usable_size(b[i]) < sz[i]) child_fail("usable size %zu < %zu after the bad call", brisk_usable_size(b[i]), sz[i]);
+    if (keep && (const char *)b[i] < (const char *)keep + keep_len && (const char *)b[i] + sz[i] > (const char *)keep)
+      child_fail("malloc(%zu) = %p overlaps the still-live block [%p, +%zu) after the bad call", sz[i], b[i], keep,
+                 keep_len);
+    fill(b[i], sz[i], (unsigned)i);
+  }
+  static void *sorted[N];
+  memcpy(sorted, b, sizeof b);
+  qsort(sorted, N, sizeof sorted[0], cmp_ptr);
+  for (int i = 1; i < N; i++)
+    if (sorted[i] && sorted[i] == sorted[i - 1])
+      child_fail("malloc returned the same block %p twice after the bad call", sorted[i]);
+  for (int i = 0; i < N; i++) {
+    if (!b[i]) continue;
+    size_t off = check(b[i], sz[i], (unsigned)i);
+    if (off != (size_t)-1)
+      child_fail("block %d (%zu bytes at %p) allocated after the bad call was overwritten at offset %zu (overlap)", i,
+                 sz[i], b[i], off);
+  }
+  guards_check("after the post-error workload");
+  for (int i = 0; i < N; i++) free(b[i]);
+  void *p = calloc(100, 10);
+  if (!p) child_fail("calloc after the bad call failed");
+  free(p);
+}
+
+static void finish(void) {
+  guards_check("after the bad call");
+  guards_free();
+  if (g_child_fail) exit(1);
+  printf("DONE\n");
+  fflush(stdout);
+  exit(0);
+}
+
+static char g_global_array[256] __attribute__((aligned(64)));
+
+typedef struct {
+  const char *name;
+  const char *on_error; /* BRISK_ON_ERROR value or NULL */
+  int expect_abort;
+  void (*run)(void);
+} scenario_t;
+
+/* ---- foreign pointers ---------------------------------------------- */
+
+static void foreign_common(void *bad, const char *fn, void *region, size_t region_len, unsigned seed) {
+  guards_alloc();
+  if (region) fill(region, region_len, seed);
+  expect_line("brisk: error: %s(%p): pointer was not allocated by brisk", fn, bad);
+  if (strcmp(fn, "free") == 0) {
+    free(opaque_ptr(bad));
+  } else if (strcmp(fn, "brisk_free") == 0) {
+    brisk_free(opaque_ptr(bad));
+  } else if (strcmp(fn, "realloc") == 0) {
+    void *r = realloc(opaque_ptr(bad), 100);
+    if (r) {
+      if (!brisk_owns(r)) child_fail("realloc(foreign %p) returned %p, which brisk does not own", bad, r);
+      else free(r);
+    }
+  } else if (strcmp(fn, "malloc_usable_size") == 0) {
+    size_t u = malloc_usable_size(opaque_ptr(bad));
+    if (u != 0) child_fail("malloc_usable_size(foreign %p) returned %zu, expected 0", bad, u);
+  } else if (strcmp(fn, "brisk_usable_size") == 0) {
+    size_t u = brisk_usable_size(opaque_ptr(bad));
+    if (u != 0) child_fail("brisk_usable_size(foreign %p) returned %zu, expected 0", bad, u);
+  }
+  printf("AFTER\n");
+  fflush(stdout);
+  if (region) {
+    size_t off = check(region, region_len, seed);
+    if (off != (size_t)-1) child_fail("the foreign memory at %p was written by brisk (offset %zu)", region, off);
+  }
+  workload_after(64, NULL, 0);
+  finish();
+}
+
+static void sc_foreign_stack(void) {
+  char buf[256] __attribute__((aligned(16)));
+  foreign_common(buf, "free", buf, sizeof buf, 1);
+}
+static void sc_foreign_stack_mid(void) {
+  char buf[256] __attribute__((aligned(16)));
+  foreign_common(buf + 40, "free", buf, sizeof buf, 1);
+}
+static void sc_foreign_global(void) { foreign_common(g_global_array, "free", g_global_array, sizeof g_global_array, 2); }
+static void sc_foreign_garbage(void) { foreign_common((void *)0x12345678, "free", NULL, 0, 0); }
+static void sc_foreign_odd(void) { foreign_common((void *)0xdeadbeef, "free", NULL, 0, 0); }
+static void sc_foreign_noncanonical(void) { foreign_common((void *)0xdeadbeefdeadbee0ull, "free", NULL, 0, 0); }
+static void sc_foreign_code(void) { foreign_common((void *)(uintptr_t)&sc_foreign_code, "free", NULL, 0, 0); }
+static void sc_foreign_mmap(void) {
+  size_t len = 1u << 20;
+  char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) { child_fail("mmap failed"); finish(); }
+  foreign_common(m + 4096 + 64, "free", m, len, 3);
+}
+static void sc_brisk_free_foreign(void) {
+  char buf[128] __attribute__((aligned(16)));
+  foreign_common(buf, "brisk_free", buf, sizeof buf, 4);
+}
+static void sc_realloc_foreign(void) {
+  char buf[128] __attribute__((aligned(16)));
+  foreign_common(buf, "realloc", buf, sizeof buf, 5);
+}
+static void sc_usable_foreign(void) {
+  char buf[128] __attribute__((aligned(16)));
+  foreign_common(buf, "malloc_usable_size", buf, sizeof buf, 6);
+}
+static void sc_brisk_usable_foreign(void) {
+  char buf[128] __attribute__((aligned(16)));
+  foreign_common(buf, "brisk_usable_size", buf, sizeof buf, 7);
+}
+
+/* ---- interior pointers --------------------------------------------- */
+
+static void interior_common(size_t size, size_t offset, const char *fn) {
+  guards_alloc();
+  char *p = (fn[0] == 'b') ? brisk_malloc(size) : malloc(size);
+  if (!p) { child_fail("malloc(%zu) failed", size); finish(); }
+  size_t cls = brisk_usable_size(p);
+  fill(p, cls, 77);
+  expect_line("brisk: error: %s(%p): interior pointer, %zu bytes into the block at %p (size class %zu)", fn,
+              (void *)(p + offset), offset, (void *)p, cls);
+  if (strcmp(fn, "free") == 0) {
+    free(opaque_ptr(p + offset));
+  } else if (strcmp(fn, "brisk_free") == 0) {
+    brisk_free(opaque_ptr(p + offset));
+  } else if (strcmp(fn, "realloc") == 0) {
+    void *r = realloc(opaque_ptr(p + offset), size * 2);
+    if (r) {
+      if (!brisk_owns(r)) child_fail("realloc(interior %p) returned %p, which brisk does not own", (void *)(p + offset), r);
+      else if (r == p) child_fail("realloc(interior pointer) returned the block itself");
+      else free(r);
+    }
+  }
+  printf("AFTER\n");
+  fflush(stdout);
+  /* the block is still live and untouched */
+  size_t off = check(p, cls, 77);
+  if (off != (size_t)-1) child_fail("the block %p was changed at offset %zu by the rejected %s(p+%zu)", (void *)p, off, fn, offset);
+  if (brisk_usable_size(p) != cls) child_fail("usable size of %p changed after the rejected free", (void *)p);
+  if (!brisk_owns(p)) child_fail("brisk_owns(%p) false after the rejected interior free", (void *)p);
+  workload_after(size, p, cls);
+  off = check(p, cls, 77);
+  if (off != (size_t)-1)
+    child_fail("the still-live block %p was handed out again: changed at offset %zu by later allocations", (void *)p, off);
+  free(p); /* a correct free after the bad one: no message expected */
+  finish();
+}
+static void sc_interior_small(void) { interior_common(64, 16, "free"); }
+static void sc_interior_odd(void) { interior_common(64, 1, "free"); }
+static void sc_interior_medium(void) { interior_common(1000, 500, "free"); }
+static void sc_interior_large(void) { interior_common(200000, 8192 + 48, "free"); }
+static void sc_brisk_free_interior(void) { interior_common(64, 16, "brisk_free"); }
+static void sc_realloc_interior(void) { interior_common(64, 16, "realloc"); }
+
+/* ---- double free ---------------------------------------------------- */
+
+static void double_common(size_t size, const char *fn, int via_realloc0) {
+  guards_alloc();
+  char *p = (fn[0] == 'b') ? brisk_malloc(size) : malloc(size);
+  if (!p) { child_fail("malloc(%zu) failed", size); finish(); }
+  size_t cls = brisk_usable_size(p);
+  fill(p, size, 9);
+  if (via_realloc0) {
+    void *r = realloc(p, 0);
+    if (r != NULL) child_fail("realloc(p, 0) returned %p, expected NULL", r);
+  } else if (fn[0] == 'b') {
+    brisk_free(p);
+  } else {
+    free(p);
+  }
+  expect_line("brisk: error: %s(%p): double free (size class %zu)", fn, (void *)p, cls);
+  if (fn[0] == 'b') brisk_free(opaque_ptr(p));
+  else free(opaque_ptr(p));
+  printf("AFTER\n");
+  fflush(stdout);
+  workload_after(size, NULL, 0);
+  finish();
+}
+static void sc_double_free(void) { double_common(32, "free", 0); }
+
+/* Double free of a large or huge block: the reason may be worded
+ * differently (its memory may already be gone), but it is one reported
+ * line, the process survives and the heap is intact. */
+static void double_big(size_t size) {
+  guards_alloc();
+  char *p = malloc(size);
+  if (!p) { child_fail("malloc(%zu) failed", size); finish(); }
+  fill(p, 4096, 9);
+  free(p);
+  expect_prefix("brisk: error: free(%p): ", (void *)p);
+  free(opaque_ptr(p));
+  printf("AFTER\n");
+  fflush(stdout);
+  workload_after(64, NULL, 0);
+  void *q = malloc(size);
+  if (!q) child_fail("malloc(%zu) after the double free failed", size);
+  else { memset(q, 0x44, size); free(q); }
+  finish();
+}
+static void sc_double_free_large(void) { double_big(200000); }
+static void sc_double_free_huge(void) { double_big(70u << 20); }
+static void sc_double_free_64(void) { double_common(64, "free", 0); }
+static void sc_double_free_brisk(void) { double_common(48, "brisk_free", 0); }
+static void sc_realloc0_then_free(void) { double_common(40, "free", 1); }
+
+/* ---- things that are NOT errors ------------------------------------- */
+
+static void sc_clean(void) {
+  /* correct use prints nothing at all */
+  guards_alloc();
+  free(NULL);
+  brisk_free(NULL);
+  void *p = malloc(10);
+  p = realloc(p, 1000);
+  free(p);
+  /* glibc's blocks are forwarded to glibc, silently */
+  char *g = __libc_malloc(100);
+  if (!g) { child_fail("__libc_malloc failed"); finish(); }
+  fill(g, 100, 11);
+  if (malloc_usable_size(g) < 100) child_fail("malloc_usable_size(__libc_malloc(100)) = %zu", malloc_usable_size(g));
+  char *r = realloc(g, 5000);
+  if (!r) child_fail("realloc(__libc_malloc block, 5000) returned NULL");
+  else {
+    size_t off = check(r, 100, 11);
+    if (off != (size_t)-1) child_fail("realloc of a __libc_malloc block lost its content at offset %zu", off);
+    free(r);
+  }
+  free(__libc_malloc(100));
+  free(__libc_malloc(300000));
+  printf("AFTER\n");
+  workload_after(64, NULL, 0);
+  finish();
+}
+
+static const scenario_t k_scenarios[] = {
+    {"clean", NULL, 0, sc_clean},
+    {"foreign_stack", NULL, 0, sc_foreign_stack},
+    {"foreign_stack_mid", NULL, 0, sc_foreign_stack_mid},
+    {"foreign_global", NULL, 0, sc_foreign_global},
+    {"foreign_garbage", NULL, 0, sc_foreign_garbage},
+    {"foreign_odd", NULL, 0, sc_foreign_odd},
+    {"foreign_noncanonical", NULL, 0, sc_foreign_noncanonical},
+    {"foreign_code", NULL, 0, sc_foreign_code},
+    {"foreign_mmap", NULL, 0, sc_foreign_mmap},
+    {"brisk_free_foreign", NULL, 0, sc_brisk_free_foreign},
+    {"realloc_foreign", NULL, 0, sc_realloc_foreign},
+    {"malloc_usable_size_foreign", NULL, 0, sc_usable_foreign},
+    {"brisk_usable_size_foreign", NULL, 0, sc_brisk_usable_foreign},
+    {"interior_small", NULL, 0, sc_interior_small},
+    {"interior_odd", NULL, 0, sc_interior_odd},
+    {"interior_medium", NULL, 0, sc_interior_medium},
+    {"interior_large", NULL, 0, sc_interior_large},
+    {"brisk_free_interior", NULL, 0, sc_brisk_free_interior},
+    {"realloc_interior", NULL, 0, sc_realloc_interior},
+    {"double_free", NULL, 0, sc_double_free},
+    {"double_free_64", NULL, 0, sc_double_free_64},
+    {"double_free_large", NULL, 0, sc_double_free_large},
+    {"double_free_huge", NULL, 0, sc_double_free_huge},
+    {"brisk_free_double", NULL, 0, sc_double_free_brisk},
+    {"realloc0_then_free", NULL, 0, sc_realloc0_then_free},
+    {"abort_foreign_stack", "abort", 1, sc_foreign_stack},
+    {"abort_interior", "abort", 1, sc_interior_small},
+    {"abort_double_free", "abort", 1, sc_double_free},
+};
+enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
+
+/* ================================================================== */
+/* parent side                                                         */
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} buf_t;
+
+static void buf_add(buf_t *b, const char *s, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t nc = (b->len + n + 1) * 2;
+    char *d = realloc(b->data, nc);
+    if (!d) { fprintf(stderr, "test_bad_input: out of memory\n"); exit(2); }
+    b->data = d;
+    b->cap = nc;
+  }
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+/* Print a string with control characters visible. */
+static void show(const char *label, const char *s) {
+  printf("      %s: \"", label);
+  for (; s && *s; s++) {
+    if (*s == '\n') printf("\\n");
+    else if ((unsigned char)*s < 0x20) printf("\\x%02x", (unsigned char)*s);
+    else putchar(*s);
+  }
+  printf("\"\n");
+}
+
+static int run_scenario(const scenario_t *sc) {
+  int out[2], err[2];
+  if (pipe(out) || pipe(err)) { perror("pipe"); return 1; }
+  /* environment: no BRISK_* from outside, plus the scenario's */
+  int n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc((size_t)n + 2, sizeof *envp);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (strncmp(environ[i], "BRISK_", 6) != 0) envp[k++] = environ[i];
+  char onerr[64];
+  if (sc->on_error) {
+    snprintf(onerr, sizeof onerr, "BRISK_ON_ERROR=%s", sc->on_error);
+    envp[k++] = onerr;
+  }
+  envp[k] = NULL;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); return 1; }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl); /* the abort scenarios must not dump core */
+    char *argv[] = {(char *)"test_bad_input", (char *)sc->name, NULL};
+    execve("/proc/self/exe", argv, envp);
+    _exit(127);
+  }
+  free(envp);
+  close(out[1]);
+  close(err[1]);
+  buf_t bo = {0}, be = {0};
+  buf_add(&bo, "", 0);
+  buf_add(&be, "", 0);
+  struct pollfd pf[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  time_t deadline = time(NULL) + 30;
+  int timed_out = 0;
+  while (open_fds > 0) {
+    int r = poll(pf, 2, 1000);
+    if (r < 0 && errno == EINTR) continue;
+    if (time(NULL) > deadline) { timed_out = 1; kill(pid, SIGKILL); break; }
+    for (int i = 0; i < 2; i++) {
+      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char tmp[4096];
+      ssize_t got = read(pf[i].fd, tmp, sizeof tmp);
+      if (got <= 0) { close(pf[i].fd); pf[i].fd = -1; open_fds--; continue; }
+      buf_add(i == 0 ? &bo : &be, tmp, (size_t)got);
+    }
+  }
+  for (int i = 0; i < 2; i++) if (pf[i].fd >= 0) close(pf[i].fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  /* expected stderr: the EXPECT (exact) and EXPECTP (prefix) lines, in order */
+  buf_t want = {0};
+  buf_add(&want, "", 0);
+  enum { MAXE = 16 };
+  char *exp_text[MAXE];
+  int exp_prefix[MAXE];
+  int nexp = 0;
+  int done = 0, after = 0;
+  char *save = NULL;
+  char *copy = strdup(bo.data);
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int is_p = strncmp(line, "EXPECTP ", 8) == 0;
+    if (is_p || strncmp(line, "EXPECT ", 7) == 0) {
+      char *t = line + (is_p ? 8 : 7);
+      buf_add(&want, t, strlen(t));
+      buf_add(&want, is_p ? "...\n" : "\n", is_p ? 4 : 1);
+      if (nexp < MAXE) { exp_text[nexp] = t; exp_prefix[nexp] = is_p; nexp++; }
+    } else if (strcmp(line, "DONE") == 0) {
+      done = 1;
+    } else if (strcmp(line, "AFTER") == 0) {
+      after = 1;
+    }
+  }
+  /* compare stderr line by line: same number of lines, each ending in \n */
+  int stderr_ok = 1;
+  {
+    const char *e = be.data;
+    int i = 0;
+    while (*e) {
+      const char *nl = strchr(e, '\n');
+      if (!nl || i >= nexp) { stderr_ok = 0; break; }
+      size_t len = (size_t)(nl - e), tl = strlen(exp_text[i]);
+      if (exp_prefix[i] ? (len <= tl || strncmp(e, exp_text[i], tl) != 0)
+                        : (len != tl || strncmp(e, exp_text[i], tl) != 0)) {
+        stderr_ok = 0;
+        break;
+      }
+      if (memchr(e, '\r', len)) { stderr_ok = 0; break; }
+      e = nl + 1;
+      i++;
+    }
+    if (i != nexp) stderr_ok = 0;
+  }
+
+  int ok = 1;
+  char why[512] = "";
+  if (timed_out) {
+    ok = 0;
+    snprintf(why, sizeof why, "child did not finish within 30 s (hang or deadlock after the bad call?)");
+  } else if (sc->expect_abort) {
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
+      ok = 0;
+      if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child died by signal %d (%s), expected SIGABRT",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+      else
+        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child exited with status %d instead of SIGABRT%s",
+                 WEXITSTATUS(status), after ? " (it continued after the bad call)" : "");
+    } else if (after) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child continued after the bad call before aborting");
+    }
+  } else {
+    if (WIFSIGNALED(status)) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child was killed by signal %d (%s)%s", WTERMSIG(status),
+               strsignal(WTERMSIG(status)), after ? " after the bad call" : " during the bad call");
+    } else if (WEXITSTATUS(status) != 0 || !done) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child exited with status %d%s", WEXITSTATUS(status),
+               done ? "" : " without finishing its checks");
+    }
+  }
+  if (nexp == 0 && strcmp(sc->name, "clean") != 0 && ok) {
+    ok = 0;
+    snprintf(why, sizeof why, "internal: the child sent no expected line");
+  }
+  if (!stderr_ok) ok = 0;
+
+  if (ok) {
+    printf("[bad_input] %-28s ok%s\n", sc->name, sc->expect_abort ? " (SIGABRT)" : "");
+  } else {
+    printf("[bad_input] %-28s FAILED%s%s\n", sc->name, why[0] ? ": " : "", why);
+    if (!stderr_ok) {
+      printf("      stderr differs from the expected error line(s)\n");
+      show("expected", want.data);
+      show("got     ", be.data);
+    }
+    for (char *s = bo.data; (s = strstr(s, "FAIL ")) != NULL; s++) {
+      char *e = strchr(s, '\n');
+      printf("      child: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
+      if (!e) break;
+    }
+    printf("      reproduce: %sbuild/tests/test_bad_input %s\n", sc->on_error ? "BRISK_ON_ERROR=abort " : "",
+           sc->name);
+  }
+  fflush(stdout);
+  free(bo.data);
+  free(be.data);
+  free(want.data);
+  free(copy);
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    alarm(25);
+    for (int i = 0; i < NSCEN; i++)
+      if (strcmp(argv[1], k_scenarios[i].name) == 0) {
+        k_scenarios[i].run();
+        return 0; /* run() exits */
+      }
+    fprintf(stderr, "test_bad_input: unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  int failed = 0;
+  for (int i = 0; i < NSCEN; i++) failed += run_scenario(&k_scenarios[i]);
+  if (failed) {
+    printf("[bad_input] FAILED: %d of %d scenarios\n", failed, (int)NSCEN);
+    return 1;
+  }
+  printf("[bad_input] all %d scenarios passed\n", (int)NSCEN);
+  return 0;
+}

@@ -1,0 +1,231 @@
+/* Foreign pointers: memory from glibc's own allocator (__libc_malloc,
+ * __libc_calloc, __libc_memalign, ...) handed to brisk's free, realloc and
+ * malloc_usable_size. brisk is the process's malloc here (the test links
+ * libbrisk.so), so these must be forwarded to glibc silently: no crash, no
+ * "brisk: error" line, content preserved by realloc.
+ *
+ * ctest-labels: sanitize
+ *
+ * The checks run in a forked child whose stderr goes to a pipe; the parent
+ * asserts that the child exited 0 and wrote nothing to stderr.
+ * Run the checks directly (stderr not captured): test_foreign --child
+ */
+#define _GNU_SOURCE
+#include <brisk.h>
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void __libc_free(void *);
+
+static int g_fail;
+#define FAIL(...) do { g_fail++; printf("[foreign] FAIL (test_foreign.c:%d): ", __LINE__); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
+#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
+
+static unsigned char pat(size_t i, unsigned seed) { return (unsigned char)(i * 113u + seed * 17u + 5u); }
+static void fill(void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) ((unsigned char *)p)[i] = pat(i, seed);
+}
+static size_t check(const void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (((const unsigned char *)p)[i] != pat(i, seed)) return i;
+  return (size_t)-1;
+}
+
+static const size_t k_sizes[] = {1, 8, 16, 24, 100, 1000, 4096, 10000, 100000,
+                                 200000 /* above glibc's mmap threshold */, 3u << 20, 20u << 20};
+enum { NS = sizeof k_sizes / sizeof k_sizes[0] };
+
+static void test_free_and_usable(void) {
+  for (size_t i = 0; i < NS; i++) {
+    size_t n = k_sizes[i];
+    void *p = __libc_malloc(n);
+    if (!p) { FAIL("__libc_malloc(%zu) failed", n); continue; }
+    CHECK(!brisk_owns(p), "brisk_owns(__libc_malloc(%zu)) is true", n);
+    size_t u = malloc_usable_size(p);
+    CHECK(u >= n, "malloc_usable_size(__libc_malloc(%zu)) = %zu", n, u);
+    fill(p, n, 1);
+    int e = errno = EDOM;
+    free(p);
+    CHECK(errno == e, "free(__libc_malloc(%zu)) changed errno", n);
+  }
+  for (size_t i = 0; i < NS; i++) {
+    size_t n = k_sizes[i];
+    unsigned char *p = __libc_calloc(n, 1);
+    if (!p) { FAIL("__libc_calloc(%zu) failed", n); continue; }
+    size_t z = 0;
+    while (z < n && p[z] == 0) z++;
+    CHECK(z == n, "__libc_calloc(%zu) not zero (glibc itself?)", n);
+    CHECK(malloc_usable_size(p) >= n, "malloc_usable_size(__libc_calloc(%zu)) = %zu", n, malloc_usable_size(p));
+    free(p);
+  }
+  const size_t aligns[] = {16, 32, 64, 256, 4096, 65536};
+  for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++)
+    for (size_t i = 0; i < NS; i += 2) {
+      size_t n = k_sizes[i];
+      void *p = __libc_memalign(aligns[a], n);
+      if (!p) { FAIL("__libc_memalign(%zu, %zu) failed", aligns[a], n); continue; }
+      CHECK(((uintptr_t)p & (aligns[a] - 1)) == 0, "__libc_memalign misaligned");
+      CHECK(malloc_usable_size(p) >= n, "malloc_usable_size(__libc_memalign(%zu, %zu)) = %zu", aligns[a], n,
+            malloc_usable_size(p));
+      fill(p, n, 2);
+      if (i % 4 == 0) {
+        free(p);
+      } else {
+        void *q = realloc(p, n * 2 + 1);
+        CHECK(q != NULL, "realloc(__libc_memalign block of %zu) failed", n);
+        if (q) { CHECK(check(q, n, 2) == (size_t)-1, "realloc of a __libc_memalign block lost data"); free(q); }
+      }
+    }
+  void *v = __libc_valloc(5000);
+  CHECK(v != NULL, "__libc_valloc failed");
+  if (v) { CHECK(malloc_usable_size(v) >= 5000, "usable(__libc_valloc(5000)) too small"); free(v); }
+}
+
+static void test_realloc(void) {
+  /* grow, shrink, and jump between small / mmapped sizes */
+  for (size_t i = 0; i < NS; i++)
+    for (size_t j = 0; j < NS; j++) {
+      size_t a = k_sizes[i], b = k_sizes[j];
+      void *p = __libc_malloc(a);
+      if (!p) { FAIL("__libc_malloc(%zu) failed", a); continue; }
+      fill(p, a, (unsigned)(i * 31 + j));
+      void *q = realloc(p, b);
+      CHECK(q != NULL, "realloc(__libc_malloc(%zu), %zu) returned NULL", a, b);
+      if (!q) { free(p); continue; }
+      size_t keep = a < b ? a : b;
+      size_t off = check(q, keep, (unsigned)(i * 31 + j));
+      CHECK(off == (size_t)-1, "realloc(__libc_malloc(%zu), %zu) lost data at offset %zu", a, b, off);
+      CHECK(malloc_usable_size(q) >= b, "usable size after realloc(%zu -> %zu) = %zu", a, b, malloc_usable_size(q));
+      fill(q, b, 3);
+      /* and again: the result may be brisk's or glibc's, both must work */
+      void *r = realloc(q, b + 100);
+      CHECK(r && check(r, b, 3) == (size_t)-1, "second realloc (%zu -> %zu) lost data", b, b + 100);
+      free(r ? r : q);
+    }
+  /* glibc's own realloc of its own block, then brisk's free */
+  void *p = __libc_malloc(50);
+  p = __libc_realloc(p, 5000);
+  CHECK(p != NULL, "__libc_realloc failed");
+  free(p);
+  /* realloc(foreign, 0) frees it and returns NULL */
+  p = __libc_malloc(100);
+  void *z = realloc(p, 0);
+  CHECK(z == NULL, "realloc(__libc_malloc(100), 0) returned %p, expected NULL", z);
+  if (z) free(z);
+  /* reallocarray of a foreign block */
+  p = __libc_malloc(64);
+  if (p) {
+    fill(p, 64, 4);
+    void *q = reallocarray(p, 100, 10);
+    CHECK(q && check(q, 64, 4) == (size_t)-1, "reallocarray(__libc_malloc(64), 100, 10) lost data");
+    free(q ? q : p);
+  }
+}
+
+/* glibc blocks allocated on one thread, freed/realloc'ed through brisk on
+ * another, interleaved with brisk's own blocks */
+enum { XN = 2000 };
+static void *g_xfer[XN];
+static void *xfree_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < XN; i++) {
+    void *p = g_xfer[i];
+    if (!p) continue;
+    size_t n = (size_t)(i % 200) * 16 + 1;
+    if (check(p, n, (unsigned)i) != (size_t)-1) { FAIL("foreign block %d changed before the cross-thread free", i); }
+    if (i % 3 == 0) {
+      void *q = realloc(p, n + 300);
+      if (!q || check(q, n, (unsigned)i) != (size_t)-1) FAIL("cross-thread realloc of a foreign block lost data");
+      free(q ? q : p);
+    } else {
+      free(p);
+    }
+    void *mine = malloc(n);
+    free(mine);
+  }
+  return NULL;
+}
+static void test_threads(void) {
+  for (int i = 0; i < XN; i++) {
+    size_t n = (size_t)(i % 200) * 16 + 1;
+    g_xfer[i] = __libc_malloc(n);
+    if (g_xfer[i]) fill(g_xfer[i], n, (unsigned)i);
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, xfree_thread, NULL) != 0) { FAIL("pthread_create failed"); return; }
+  pthread_join(t, NULL);
+}
+
+static int child_main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  test_free_and_usable();
+  test_realloc();
+  test_threads();
+  /* brisk still works afterwards */
+  void *p = malloc(100);
+  CHECK(p && brisk_owns(p), "malloc after the foreign frees failed");
+  free(p);
+  return g_fail ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
+  int out[2], err[2];
+  if (pipe(out) || pipe(err)) { perror("pipe"); return 2; }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); return 2; }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+    alarm(30);
+    _exit(child_main());
+  }
+  close(out[1]);
+  close(err[1]);
+  /* outputs are small; read stdout then stderr (each fits a pipe buffer
+   * unless something floods, in which case we fail anyway) */
+  static char ob[1 << 16], eb[1 << 16];
+  size_t on = 0, en = 0;
+  ssize_t r;
+  while (on < sizeof ob - 1 && (r = read(out[0], ob + on, sizeof ob - 1 - on)) > 0) on += (size_t)r;
+  while (en < sizeof eb - 1 && (r = read(err[0], eb + en, sizeof eb - 1 - en)) > 0) en += (size_t)r;
+  ob[on] = eb[en] = '\0';
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int ok = 1;
+  fputs(ob, stdout);
+  if (WIFSIGNALED(status)) {
+    printf("[foreign] FAIL: the child was killed by signal %d (%s)\n", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    ok = 0;
+  } else if (WEXITSTATUS(status) != 0) {
+    printf("[foreign] FAIL: the child exited with status %d\n", WEXITSTATUS(status));
+    ok = 0;
+  }
+  if (en != 0) {
+    printf("[foreign] FAIL: stderr must be empty for glibc-owned pointers, got:\n%s\n", eb);
+    ok = 0;
+  }
+  if (ok) {
+    printf("[foreign] free/realloc/malloc_usable_size of __libc_malloc/calloc/memalign/valloc blocks: ok (silent)\n");
+    return 0;
+  }
+  printf("[foreign] FAILED (reproduce: build/tests/test_foreign --child)\n");
+  return 1;
+}

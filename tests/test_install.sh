@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Install brisk from $BRISK_SOURCE_DIR into a temporary prefix (own build
+# directory, tests and benchmarks off, cmake --install), then build a tiny
+# consumer against the installed package three ways and run it:
+#   1. CMake: find_package(brisk) + target brisk::brisk
+#   2. pkg-config --cflags --libs brisk
+#   3. static: -l:libbrisk.a -lpthread (must not need libbrisk.so at run time)
+# Each consumer prints brisk_version() and brisk_owns(brisk_malloc(..)).
+set -u
+src=${BRISK_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+tmp=$(mktemp -d /tmp/brisk-install-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+fails=0
+ok()  { echo "[install] $1: ok"; }
+bad() { echo "[install] $1: FAILED: $2"; fails=$((fails + 1)); }
+die() { echo "[install] $1: FAILED: $2"; [ -n "${3:-}" ] && tail -40 "$3" | sed 's/^/      | /'; echo "[install] FAILED"; exit 1; }
+
+# --- build and install ------------------------------------------------------
+cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=OFF -DBRISK_BUILD_BENCH=OFF \
+  -DCMAKE_INSTALL_PREFIX="$prefix" >"$tmp/configure.log" 2>&1 \
+  || die "configure" "cmake configure failed" "$tmp/configure.log"
+cmake --build "$tmp/build" -j 2 >"$tmp/build.log" 2>&1 || die "build" "cmake --build failed" "$tmp/build.log"
+cmake --install "$tmp/build" >"$tmp/install.log" 2>&1 || die "install" "cmake --install failed" "$tmp/install.log"
+ok "configure + build + install into a temporary prefix"
+
+so=$(find "$prefix" -name 'libbrisk.so' | head -1)
+[ -n "$so" ] || die "layout" "libbrisk.so not installed: $(cd "$prefix" && find . -type f | tr '\n' ' ')"
+libdir=$(dirname "$so")
+rel=${libdir#"$prefix"/}
+for f in "include/brisk.h" "$rel/libbrisk.a" "$rel/pkgconfig/brisk.pc" "$rel/cmake/brisk/briskConfig.cmake" \
+         "$rel/cmake/brisk/briskConfigVersion.cmake" "$rel/cmake/brisk/briskTargets.cmake"; do
+  [ -e "$prefix/$f" ] || bad "layout" "$f is not installed"
+done
+ls "$libdir"/libbrisk.so.0* >/dev/null 2>&1 || bad "layout" "no versioned libbrisk.so.0 (SOVERSION) in $rel"
+[ $fails -eq 0 ] && ok "layout (include/brisk.h, $rel/libbrisk.{so,a}, pkgconfig, cmake package)"
+
+# --- the installed header stands alone ----------------------------------------
+echo '#include <brisk.h>' >"$tmp/hdr.c"
+gcc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I"$prefix/include" "$tmp/hdr.c" >"$tmp/hdr.log" 2>&1 \
+  && g++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$tmp/hdr.c" >>"$tmp/hdr.log" 2>&1 \
+  && ok "installed brisk.h compiles alone as C99 and C++17" \
+  || { bad "header" "brisk.h does not compile alone"; sed 's/^/      | /' "$tmp/hdr.log" | head -20; }
+
+# --- consumer program ------------------------------------------------------------
+mkdir -p "$tmp/consumer"
+cat >"$tmp/consumer/main.c" <<'EOF'
+#include <brisk.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+  char *p = brisk_malloc(100);
+  if (!p) { puts("brisk_malloc failed"); return 2; }
+  memset(p, 7, 100);
+  int owns = brisk_owns(p) != 0;
+  int foreign = brisk_owns(&owns) != 0;
+  printf("version=%s owns=%d stack=%d\n", brisk_version(), owns, foreign);
+  brisk_free(p);
+  return 0;
+}
+EOF
+expected="version=0.1.0 owns=1 stack=0"
+
+check_run() { # name binary [env...]
+  local name=$1 bin=$2; shift 2
+  local out
+  out=$(env "$@" "$bin" 2>"$tmp/run.err")
+  local rc=$?
+  if [ $rc -ne 0 ]; then bad "$name" "consumer exited $rc: $out $(head -5 "$tmp/run.err")"
+  elif [ "$out" != "$expected" ]; then bad "$name" "printed '$out', expected '$expected'"
+  else ok "$name ($out)"; fi
+}
+
+# 1. CMake package
+cat >"$tmp/consumer/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.16)
+project(brisk_consumer C)
+find_package(brisk 0.1 REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE brisk::brisk)
+EOF
+if cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cc.log" 2>&1 \
+   && cmake --build "$tmp/consumer/build" >>"$tmp/cc.log" 2>&1; then
+  check_run "find_package(brisk) + brisk::brisk" "$tmp/consumer/build/consumer" LD_LIBRARY_PATH="$libdir"
+  # it must really use the installed library
+  if ldd "$tmp/consumer/build/consumer" 2>/dev/null | grep -q "libbrisk.so"; then
+    LD_LIBRARY_PATH="$libdir" ldd "$tmp/consumer/build/consumer" | grep -q "$prefix" \
+      || bad "find_package(brisk)" "consumer does not resolve libbrisk.so from the prefix"
+  else
+    bad "find_package(brisk)" "consumer is not linked to libbrisk.so"
+  fi
+else
+  bad "find_package(brisk) + brisk::brisk" "configure/build of the consumer failed"
+  tail -30 "$tmp/cc.log" | sed 's/^/      | /'
+fi
+
+# 2. pkg-config
+pcdir=$libdir/pkgconfig
+if ! command -v pkg-config >/dev/null; then
+  bad "pkg-config" "pkg-config is not installed"
+else
+  ver=$(PKG_CONFIG_PATH="$pcdir" pkg-config --modversion brisk 2>&1)
+  [ "$ver" = "0.1.0" ] || bad "pkg-config --modversion brisk" "got '$ver', expected 0.1.0"
+  flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs brisk 2>&1)
+  if [ $? -ne 0 ]; then
+    bad "pkg-config --cflags --libs brisk" "$flags"
+  else
+    # shellcheck disable=SC2086
+    if gcc "$tmp/consumer/main.c" $flags -o "$tmp/consumer/pc" >"$tmp/pc.log" 2>&1; then
+      check_run "pkg-config ($flags)" "$tmp/consumer/pc" LD_LIBRARY_PATH="$libdir"
+    else
+      bad "pkg-config" "gcc main.c $flags failed"
+      sed 's/^/      | /' "$tmp/pc.log" | head -20
+    fi
+  fi
+fi
+
+# 3. static library
+if gcc "$tmp/consumer/main.c" -I"$prefix/include" -L"$libdir" -l:libbrisk.a -lpthread -o "$tmp/consumer/st" \
+     >"$tmp/st.log" 2>&1; then
+  if ldd "$tmp/consumer/st" 2>/dev/null | grep -q libbrisk; then
+    bad "static" "the consumer linked with -l:libbrisk.a still needs libbrisk.so"
+  fi
+  check_run "static (-l:libbrisk.a -lpthread)" "$tmp/consumer/st"
+else
+  bad "static (-l:libbrisk.a -lpthread)" "link failed"
+  sed 's/^/      | /' "$tmp/st.log" | head -20
+fi
+
+if [ $fails -ne 0 ]; then echo "[install] FAILED: $fails checks"; exit 1; fi
+echo "[install] all checks passed"
