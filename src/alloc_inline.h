@@ -34,19 +34,17 @@ BRISK_INLINE void *malloc_inline(size_t size) {
 
 BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
-  segment_t *seg = registry_lookup(a);
+  segment_t *seg = registry_lookup_wrapped(a);
   if (BRISK_UNLIKELY(seg == NULL)) {
     free_unowned(p, fn); /* NULL lands here too: registry[0] is empty */
     return;
   }
   page_t *pg = page_of(seg, a);
   block_t *b = (block_t *)p;
-  uintptr_t off = a - (uintptr_t)pg->start;
-  uint64_t idx = (off * pg->recip) >> 40;
-  /* Local, at a block boundary, handed out, and not the block freed last. */
+  uint64_t idx = page_block_index(pg, a - (uintptr_t)pg->start);
+  /* Local, at the start of a block handed out, and not the block freed last. */
   if (BRISK_LIKELY(atomic_load_relaxed(&seg->owner_tid) == os_thread_id() &&
-                   idx * pg->block_size == off && idx < pg->reserved &&
-                   b != pg->local_free)) {
+                   idx < pg->reserved && b != pg->local_free)) {
     free_local(pg, b);
     return;
   }

@@ -75,10 +75,6 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
                  fn_name(fn), p, (size_t)(off - idx * bs), (void *)(start + idx * bs), bs);
     return NULL;
   }
-  if (idx >= pg->reserved) {
-    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
-    return NULL;
-  }
   return pg;
 }
 
@@ -95,6 +91,11 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
   }
   block_t *b = (block_t *)p;
   if (atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
+    /* Only the owner may read the page's lists and counts. */
+    if ((size_t)((uint8_t *)p - pg->start) / pg->block_size >= pg->reserved) {
+      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+      return;
+    }
     if (b == pg->local_free || b == pg->free) {
       report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
       return;

@@ -222,8 +222,11 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
     pg = span_alloc(&h->segments, slices, align_slices);
     if (pg == NULL) return NULL;
   }
+  /* One block: inv 1, shift 0 make the index the offset itself, so only
+   * offset 0 passes the fast path's index < reserved check. */
   pg->block_size = (uint32_t)pg->span_bytes;
-  pg->recip = 0;
+  pg->inv = 1;
+  pg->shift = 0;
   pg->capacity = 1;
   pg->reserved = 1;
   pg->used = 1;

@@ -93,8 +93,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1);
   if (pg == NULL) return NULL;
   uint32_t bs = (uint32_t)class_size(c);
-  pg->block_size = bs;
-  pg->recip = (((uint64_t)1 << 40) + bs - 1) / bs;
+  page_set_block_size(pg, bs);
   pg->capacity = (uint32_t)(pg->span_bytes / bs);
   pg->size_class = (uint16_t)c;
   STAT_LEVEL(pages, 1);
@@ -119,7 +118,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
     /* Full: park it where the allocator does not look again. The first
      * block freed back to it (used drops below capacity) brings it back. */
     queue_remove(h, q, pg, c);
-    pg->flags |= PAGE_IN_FULL;
+    pg->in_full = 1;
     pg->notify_at = pg->capacity - 1;
     queue_push_back(h, &h->full, pg, 0);
   }
@@ -137,10 +136,10 @@ void page_notify(page_t *pg) {
     span_free(&h->segments, pg);
     return;
   }
-  if (pg->flags & PAGE_IN_FULL) {
+  if (pg->in_full) {
     unsigned c = pg->size_class;
     queue_remove(h, &h->full, pg, 0);
-    pg->flags &= (uint8_t)~PAGE_IN_FULL;
+    pg->in_full = 0;
     pg->notify_at = 0;
     queue_push_back(h, &h->queues[c], pg, c);
     return;

@@ -25,6 +25,16 @@ struct segment_s;
 
 extern _Atomic(struct segment_s *) brisk_registry[REGISTRY_ENTRIES] BRISK_INTERNAL;
 
+/* For the free fast path: the index wraps instead of being bounds-checked.
+ * A pointer above the covered space then names some other segment, and
+ * the block index check that follows fails for it (its offset is at least
+ * 2^47, no block is), sending it to the slow path, which uses
+ * registry_lookup. */
+BRISK_INLINE struct segment_s *registry_lookup_wrapped(uintptr_t addr) {
+  uintptr_t index = (addr >> SEGMENT_SHIFT) & (REGISTRY_ENTRIES - 1);
+  return atomic_load_explicit(&brisk_registry[index], memory_order_acquire);
+}
+
 BRISK_INLINE struct segment_s *registry_lookup(uintptr_t addr) {
   uintptr_t index = addr >> SEGMENT_SHIFT;
   if (BRISK_UNLIKELY(index >= REGISTRY_ENTRIES)) return NULL;

@@ -245,7 +245,7 @@ void span_free(segment_set_t *set, page_t *span) {
   span->flags = 0;
   span->start = (uint8_t *)UINTPTR_MAX;
   span->block_size = 0;
-  span->recip = 0;
+  span->reserved = 0;
   bool was_full = seg->free_slices == 0;
   seg->free_slices |= bits;
   if (was_full) { /* has room again: to the front */
@@ -317,7 +317,7 @@ void segment_set_release_all(segment_set_t *set) {
         pg->flags = 0;
         pg->start = (uint8_t *)UINTPTR_MAX;
         pg->block_size = 0;
-        pg->recip = 0;
+        pg->reserved = 0;
         STAT_LEVEL(pages, -1);
       }
       seg->pages[i].span = &brisk_dead_page;
@@ -369,6 +369,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   pg->start = (uint8_t *)seg + offset;
   pg->block_size = (uint32_t)(size > UINT32_MAX ? 0 : size);
   pg->span_bytes = mapped - offset;
+  pg->inv = 1;
   pg->capacity = 1;
   pg->reserved = 1;
   pg->used = 1;

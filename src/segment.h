@@ -45,7 +45,6 @@ typedef struct block_s {
 
 enum page_flags {
   PAGE_IN_USE = 1 << 0,  /* span given out (page or large/huge block) */
-  PAGE_IN_FULL = 1 << 1, /* on its heap's full list */
   PAGE_LARGE = 1 << 2,   /* one large block */
   PAGE_HUGE = 1 << 3,    /* one huge block, mapping of its own */
   PAGE_ZERO = 1 << 4,    /* memory not yet carved is known to be zero */
@@ -57,20 +56,25 @@ typedef struct page_s {
   block_t *local_free;    /* owner's frees, moved to free when it runs dry */
   uint8_t *start;         /* first block */
   struct page_s *span;    /* head descriptor of the span holding this slice */
-  uint64_t recip;         /* ceil(2^40 / block_size) for classes; 0 for one-block spans */
+  /* Block index of an offset, exact or absurdly large (page_block_index):
+   * block_size = odd * 2^shift, inv = odd^-1 mod 2^64. */
+  uint64_t inv;
   uint32_t used;          /* see the invariant above */
   uint32_t notify_at;     /* free calls page_notify when used drops to this */
   uint32_t block_size;
   uint32_t reserved;      /* blocks carved so far */
-  uint32_t capacity;      /* blocks that fit */
-  uint16_t size_class;    /* 0 for large and huge */
+  uint8_t shift;
   uint8_t slice_count;
-  uint8_t flags;
+  uint8_t flags;           /* set when the span is carved; fixed while in use */
+  uint8_t in_full;         /* on its heap's full list (owner only) */
+  uint16_t size_class;    /* 0 for large and huge */
+  uint16_t pad1_;
   /* second cache line: owner's bookkeeping */
   struct page_s *next;    /* class queue or full list */
   struct page_s *prev;
   size_t span_bytes;      /* bytes of the span (huge: of the block area) */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *)];
+  uint32_t capacity;      /* blocks that fit */
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 4];
 } page_t;
 
 enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2 };
@@ -97,6 +101,27 @@ _Static_assert(sizeof(segment_t) <= SLICE_SIZE, "segment header fits in slice 0"
 /* The descriptor of every slice not in use: its start lies at the top of
  * the address space, so every free/owns check against it fails. */
 extern page_t brisk_dead_page BRISK_INTERNAL;
+
+/* The index of the block that starts at byte `off` of the page; for an
+ * offset that is not a multiple of the block size the rotation leaves high
+ * bits set, so the result is far above any block count. One multiply and
+ * one rotate: the free fast path's check for interior pointers. */
+BRISK_INLINE uint64_t page_block_index(const page_t *pg, uint64_t off) {
+  uint64_t x = off * pg->inv;
+  unsigned k = pg->shift;
+  return (x >> k) | (x << ((64 - k) & 63));
+}
+
+/* Set block_size, inv and shift for blocks of `size` bytes. */
+BRISK_INLINE void page_set_block_size(page_t *pg, uint32_t size) {
+  unsigned k = (unsigned)__builtin_ctz(size);
+  uint64_t odd = size >> k;
+  uint64_t inv = odd; /* Newton: each step doubles the correct low bits */
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
+  pg->block_size = size;
+  pg->inv = inv;
+  pg->shift = (uint8_t)k;
+}
 
 BRISK_INLINE segment_t *segment_of_page(const page_t *pg) {
   return (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
