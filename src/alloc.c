@@ -6,18 +6,6 @@
 #include "alloc_inline.h"
 #include "report.h"
 
-void *malloc_slow(size_t size) {
-  heap_t *h = thread_heap();
-  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
-    h = thread_heap_init();
-    if (h == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
-  return heap_alloc(h, size);
-}
-
 static heap_t *heap_or_init(void) {
   heap_t *h = thread_heap();
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) h = thread_heap_init();

@@ -16,8 +16,6 @@
 #include "registry.h"
 #include "thread.h"
 
-BRISK_INTERNAL void *malloc_slow(size_t size) BRISK_NOINLINE;
-
 BRISK_INLINE void *malloc_inline(size_t size) {
   heap_t *h = thread_heap();
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {

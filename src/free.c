@@ -7,7 +7,7 @@
 #include "platform.h"
 #include "registry.h"
 #include "report.h"
-#include "stats.h"
+#include "counters.h"
 #include "thread.h"
 
 static const char *const fn_names[FN_COUNT] = {

@@ -6,7 +6,7 @@
 #include "atomics.h"
 #include "heap.h"
 #include "platform.h"
-#include "stats.h"
+#include "counters.h"
 
 #define EMPTY_DIRECT_INIT                                                     \
   {                                                                           \
@@ -241,6 +241,7 @@ static void *alloc_class(heap_t *h, unsigned c) {
   page_t *pg = h->queues[c].first;
   block_t *b = pg ? pg->free : NULL;
   if (BRISK_UNLIKELY(b == NULL)) {
+    heap_housekeeping(h);
     pg = heap_find_page(h, c);
     if (pg == NULL) {
       heap_collect(h, true);

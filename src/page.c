@@ -2,8 +2,8 @@
  * carving blocks from fresh memory, and retiring empty pages. */
 #include <string.h>
 
-#include "heap.h"
-#include "stats.h"
+#include "page.h"
+#include "counters.h"
 
 page_t brisk_empty_page = {
     .start = (uint8_t *)UINTPTR_MAX,
@@ -108,7 +108,6 @@ static void page_retire(heap_t *h, page_t *pg) {
 }
 
 page_t *heap_find_page(heap_t *h, unsigned c) {
-  heap_housekeeping(h);
   page_queue_t *q = &h->queues[c];
   for (;;) {
     page_t *pg = q->first;

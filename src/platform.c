@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stats.h"
+#include "counters.h"
 
 extern char **environ;
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "platform.h"
-#include "stats.h"
+#include "counters.h"
 
 static _Atomic(bool) abort_on_error;
 

@@ -9,7 +9,7 @@
 #include "options.h"
 #include "platform.h"
 #include "registry.h"
-#include "stats.h"
+#include "counters.h"
 
 page_t brisk_dead_page = {
     .start = (uint8_t *)UINTPTR_MAX,
@@ -72,8 +72,9 @@ static void pool_maintain_locked(uint64_t now, bool force) {
       seg->dirty_slices = 0;
       seg->purge_slices = 0;
     }
-    /* The newest `keep` stay mapped; older ones go once they are due. */
-    if (seen > keep && (due || seen > 4 * keep + 4)) {
+    /* The newest `keep` stay mapped (purged once due); the rest go back to
+     * the OS at once, so RSS falls right after a burst. */
+    if (seen > keep) {
       *link = seg->next;
       atomic_sub_relaxed(&pool_count, 1);
       segment_unmap(seg);

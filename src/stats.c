@@ -5,8 +5,6 @@
 #include "platform.h"
 #include "report.h"
 
-brisk_stats_t brisk_stats;
-
 #define LOAD(f) ((long long)atomic_load_explicit(&brisk_stats.f, memory_order_relaxed))
 
 size_t stats_json(char *buf, size_t len) {

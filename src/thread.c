@@ -1,9 +1,12 @@
 #include "thread.h"
 
+#include <errno.h>
+
 #include "atomics.h"
 #include "options.h"
 #include "platform.h"
 #include "report.h"
+#include "counters.h"
 #include "stats.h"
 
 __thread heap_t *brisk_tls_heap = &brisk_heap_empty;
@@ -11,8 +14,6 @@ __thread heap_t *brisk_tls_heap = &brisk_heap_empty;
 enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_READY = 2 };
 static _Atomic(int) init_state;
 static _Atomic(uintptr_t) init_thread;
-
-BRISK_INTERNAL void stats_print_at_exit(void);
 
 static void thread_exit(void *value) {
   heap_t *h = brisk_tls_heap;
@@ -68,6 +69,18 @@ heap_t *thread_heap_init(void) {
   brisk_tls_heap = h;
   os_thread_exit_arm(h);
   return h;
+}
+
+void *malloc_slow(size_t size) {
+  heap_t *h = brisk_tls_heap;
+  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
+    h = thread_heap_init();
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  return heap_alloc(h, size);
 }
 
 heap_t *thread_heap_for_free(void) {

@@ -16,5 +16,8 @@ BRISK_INTERNAL heap_t *thread_heap_init(void) BRISK_NOINLINE;
  * has none (it has exited, or never allocated and cannot get one). */
 BRISK_INTERNAL heap_t *thread_heap_for_free(void);
 BRISK_INTERNAL void process_init(void);
+/* malloc when the inline path cannot serve: a first call on this thread,
+ * a size above DIRECT_MAX, or an exhausted page. */
+BRISK_INTERNAL void *malloc_slow(size_t size) BRISK_NOINLINE;
 
 #endif

@@ -1,0 +1,56 @@
+/* Process-wide counters: one field list, compiled into relaxed atomic
+ * counters. Only slow paths count (page, segment and OS events); the inline
+ * fast paths never touch a counter. */
+#ifndef BRISK_COUNTERS_H
+#define BRISK_COUNTERS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(name, kind, description): kind is COUNT (only grows) or LEVEL (goes up
+ * and down; its peak is kept beside it as name_peak). */
+#define BRISK_STATS_FIELDS(X)                                                  \
+  X(mapped_bytes, LEVEL, "bytes mapped from the OS")                          \
+  X(segments, LEVEL, "4 MiB segments mapped")                                 \
+  X(huge_bytes, LEVEL, "bytes in huge blocks")                                \
+  X(pages, LEVEL, "pages in use")                                             \
+  X(heaps, LEVEL, "heaps alive (threads and first-class)")                    \
+  X(mmap_calls, COUNT, "mmap calls")                                          \
+  X(munmap_calls, COUNT, "munmap calls")                                      \
+  X(madvise_calls, COUNT, "madvise calls (purges)")                           \
+  X(purged_bytes, COUNT, "bytes returned to the OS by purge")                 \
+  X(huge_allocs, COUNT, "huge allocations")                                   \
+  X(large_allocs, COUNT, "large allocations")                                 \
+  X(remote_batches, COUNT, "batches of remote frees handed over")             \
+  X(remote_frees, COUNT, "blocks freed by a thread other than the owner")     \
+  X(heaps_abandoned, COUNT, "heaps abandoned by exiting threads")             \
+  X(heaps_adopted, COUNT, "abandoned heaps adopted by new threads")           \
+  X(foreign_frees, COUNT, "pointers forwarded to the previous allocator")     \
+  X(errors, COUNT, "bad inputs reported")
+
+typedef struct brisk_stats_s {
+#define BRISK_STAT_COUNT(name) _Atomic(int64_t) name;
+#define BRISK_STAT_LEVEL(name) _Atomic(int64_t) name; _Atomic(int64_t) name##_peak;
+#define BRISK_STAT_FIELD(name, kind, desc) BRISK_STAT_##kind(name)
+  BRISK_STATS_FIELDS(BRISK_STAT_FIELD)
+#undef BRISK_STAT_FIELD
+#undef BRISK_STAT_COUNT
+#undef BRISK_STAT_LEVEL
+} brisk_stats_t;
+
+extern brisk_stats_t brisk_stats __attribute__((visibility("hidden")));
+
+static inline void stat_add(_Atomic(int64_t) *c, int64_t v) {
+  atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+#define STAT_COUNT(name, v) stat_add(&brisk_stats.name, (v))
+/* Raise a level and its peak (the peak may lag by a race; it is a report). */
+#define STAT_LEVEL(name, v)                                                     \
+  do {                                                                          \
+    int64_t now_ = atomic_fetch_add_explicit(&brisk_stats.name, (v), memory_order_relaxed) + (v); \
+    if (now_ > atomic_load_explicit(&brisk_stats.name##_peak, memory_order_relaxed))           \
+      atomic_store_explicit(&brisk_stats.name##_peak, now_, memory_order_relaxed);             \
+  } while (0)
+
+#endif

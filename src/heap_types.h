@@ -1,0 +1,91 @@
+/* The heap object: a set of segments, queues of pages by size class, and the
+ * mailboxes for frees from other threads. A thread's default heap and a
+ * first-class heap are the same object.
+ *
+ *   heap_t
+ *   +-------------------------------+  read by the inline malloc path
+ *   | direct[0..64]: page of the    |  (size + 15) / 16 -> page whose
+ *   |   class for each 16 B step    |  free list serves it
+ *   +-------------------------------+
+ *   | queues[c]: pages of class c   |  head = current page (biased used)
+ *   | full: pages with no free block|  notify_at = capacity - 1
+ *   | segments, outbox[4]           |  owner thread only
+ *   +-------------------------------+  own cache line:
+ *   | inbox (atomic)                |  remote frees pushed by any thread
+ *   +-------------------------------+
+ *
+ * Cross-thread rules:
+ *  - Only the owner (the thread whose id is in `tid`, or the thread that
+ *    won state ABANDONED -> BUSY) touches anything but inbox and state.
+ *  - inbox = block list | generation << 48. Pushers CAS with release after
+ *    linking their batch; the owner takes the list with one exchange
+ *    (acq_rel), leaving the generation. A push whose generation no longer
+ *    matches (the heap was destroyed) is dropped: its blocks went with it.
+ *  - state moves OWNED -> ABANDONED (release, by the exiting owner after it
+ *    has published everything), ABANDONED -> BUSY -> ABANDONED (a freeing
+ *    thread serving the inbox), ABANDONED -> OWNED (adoption by a new
+ *    thread, acquire).
+ */
+#ifndef BRISK_HEAP_TYPES_H
+#define BRISK_HEAP_TYPES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "segment.h"
+#include "size_class.h"
+
+enum heap_state {
+  HEAP_FREE = 0,       /* not in use (a destroyed first-class heap) */
+  HEAP_OWNED = 1,      /* a live thread allocates from it */
+  HEAP_ABANDONED = 2,  /* its thread exited; adoptable */
+  HEAP_BUSY = 3,       /* a thread other than an owner is serving it */
+  HEAP_ORPHANED = 4,   /* after fork: belonged to a thread the child lacks */
+};
+
+enum heap_kind { HEAP_KIND_STATIC = 0, HEAP_KIND_THREAD = 1, HEAP_KIND_USER = 2 };
+
+#define INBOX_PTR_MASK (((uintptr_t)1 << 48) - 1)
+#define INBOX_GEN_SHIFT 48
+
+typedef struct page_queue_s {
+  page_t *first;
+  page_t *last;
+} page_queue_t;
+
+typedef struct outbox_slot_s {
+  struct heap_s *dst;
+  block_t *head;
+  block_t *tail;
+  uint32_t count;
+  uint32_t generation;
+} outbox_slot_t;
+
+typedef struct heap_s {
+  page_t *direct[DIRECT_SLOTS];
+  uintptr_t tid;
+  uint32_t kind;
+  uint32_t generation;
+  page_queue_t queues[CLASS_COUNT];
+  page_queue_t full;
+  segment_set_t segments;
+  outbox_slot_t outbox[OUTBOX_SLOTS];
+  uint32_t outbox_pending;    /* slots with blocks */
+  uint32_t housekeeping_tick;
+  struct heap_s *next_all;    /* every heap ever made, never unlinked */
+  _Atomic(int) state;
+  _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;
+  uint8_t pad_[BRISK_CACHELINE - sizeof(uintptr_t)];
+} heap_t;
+
+/* A heap that owns nothing; its direct[] point at brisk_empty_page. Every
+ * thread starts on it, so its first malloc takes the slow path. */
+extern heap_t brisk_heap_empty BRISK_INTERNAL;
+/* A thread that has exited (its TLS destructors still free) uses this. */
+extern heap_t brisk_heap_dead BRISK_INTERNAL;
+extern page_t brisk_empty_page BRISK_INTERNAL;
+
+#endif
