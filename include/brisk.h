@@ -61,6 +61,45 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
  * of after the purge delay. */
 BRISK_API void brisk_collect(void);
 
+/* ---------------------------------------------------------------------------
+ * First-class heaps. A heap allocates on the thread that created it (any
+ * other thread's allocation is reported and fails); its blocks are freed
+ * with brisk_free/free from any thread. brisk_heap_destroy releases every
+ * block of the heap at once without visiting them: its pages go back in
+ * bulk, to be reused and purged after the purge delay. Freeing a block of
+ * a destroyed heap is reported, not a crash (while its memory is not yet
+ * in use by another heap).
+ * ------------------------------------------------------------------------- */
+typedef struct brisk_heap_s brisk_heap_t;
+
+BRISK_API brisk_heap_t *brisk_heap_new(void);
+BRISK_API void brisk_heap_destroy(brisk_heap_t *heap);
+BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
+BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
+/* p may be a block of any heap (or NULL); the result is a block of `heap`
+ * unless p's block already has room. */
+BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size);
+BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment,
+                                                           size_t size);
+/* JSON statistics of one heap; returns the length it needed. */
+BRISK_API size_t brisk_heap_stats_json(brisk_heap_t *heap, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------------
+ * Session arenas: bump allocation over a heap (NULL: the calling thread's
+ * default heap). When a buffer runs out the arena takes another from its
+ * heap, each twice the size of the last, so allocation fails only when the
+ * system has no memory. Blocks are not freed one by one: reset keeps the
+ * first buffer and returns the rest; destroy returns everything. An arena
+ * is used by one thread at a time.
+ * ------------------------------------------------------------------------- */
+typedef struct brisk_arena_s brisk_arena_t;
+
+BRISK_API brisk_arena_t *brisk_arena_new(brisk_heap_t *heap_or_null, size_t initial_bytes);
+/* alignment: a power of two, or 0 for 16. */
+BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t alignment);
+BRISK_API void brisk_arena_reset(brisk_arena_t *arena);
+BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 #include "atomics.h"
 #include "heap.h"
 #include "platform.h"
+#include "report.h"
 #include "counters.h"
 
 #define EMPTY_DIRECT_INIT                                                     \
@@ -53,13 +54,37 @@ static heap_t *heap_storage_new(void) {
 
 static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
+  memset(h->queues, 0, sizeof(h->queues));
+  memset(&h->full, 0, sizeof(h->full));
+  memset(&h->segments, 0, sizeof(h->segments));
+  memset(h->outbox, 0, sizeof(h->outbox));
+  h->outbox_pending = 0;
   h->tid = tid;
   h->kind = kind;
   h->segments.owner_tid = tid;
   h->segments.heap = h;
 }
 
+/* A destroyed first-class heap is reused whole: its generation lives on,
+ * so batches still addressed to its former life are dropped. */
+static heap_t *heap_reuse_free(uint32_t kind, uintptr_t tid) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) {
+    if (h->kind != kind || atomic_load_relaxed(&h->state) != HEAP_FREE) continue;
+    int expected = HEAP_FREE;
+    if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
+    heap_init_fields(h, kind, tid);
+    atomic_store_release(&h->state, HEAP_OWNED);
+    STAT_LEVEL(heaps, 1);
+    return h;
+  }
+  return NULL;
+}
+
 heap_t *heap_create(uint32_t kind, uintptr_t tid) {
+  if (kind == HEAP_KIND_USER) {
+    heap_t *reused = heap_reuse_free(kind, tid);
+    if (reused) return reused;
+  }
   heap_t *h = heap_storage_new();
   if (h == NULL) return NULL;
   memset(h, 0, sizeof(*h));
@@ -197,6 +222,22 @@ void heap_abandon(heap_t *h) {
   heap_serve_abandoned(h);
 }
 
+void heap_destroy(heap_t *h) {
+  /* A new generation first: batches of remote frees still on their way
+   * carry the old one and are dropped, their blocks went with the heap. */
+  h->generation = (h->generation + 1) & 0xffff;
+  atomic_exchange_acq_rel(&h->inbox, (uintptr_t)h->generation << INBOX_GEN_SHIFT);
+  heap_flush_outbox(h);
+  segment_set_release_all(&h->segments);
+  memset(h->queues, 0, sizeof(h->queues));
+  memset(&h->full, 0, sizeof(h->full));
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
+  h->tid = 0;
+  h->segments.owner_tid = 0;
+  STAT_LEVEL(heaps, -1);
+  atomic_store_release(&h->state, HEAP_FREE);
+}
+
 void heap_orphan_others(uintptr_t tid) {
   for (heap_t *h = heap_first(); h; h = h->next_all) {
     int s = atomic_load_relaxed(&h->state);
@@ -291,4 +332,25 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
   }
   if (p == NULL) errno = ENOMEM;
   return p;
+}
+
+size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
+  size_t pages = 0, full_pages = 0, used = 0, capacity_bytes = 0;
+  for (unsigned c = 1; c < CLASS_COUNT; c++) {
+    for (page_t *pg = h->queues[c].first; pg; pg = pg->next) {
+      pages++;
+      used += pg->used % PAGE_USED_BIAS;
+      capacity_bytes += pg->span_bytes;
+    }
+  }
+  for (page_t *pg = h->full.first; pg; pg = pg->next) {
+    full_pages++;
+    used += pg->used % PAGE_USED_BIAS;
+    capacity_bytes += pg->span_bytes;
+  }
+  return format_string(buf, len,
+                       "{\"segments\":%zu,\"pages\":%zu,\"full_pages\":%zu,"
+                       "\"blocks_in_use\":%zu,\"page_bytes\":%zu,\"generation\":%zu}",
+                       h->segments.count, pages + full_pages, full_pages, used, capacity_bytes,
+                       (size_t)h->generation);
 }

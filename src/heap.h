@@ -10,6 +10,12 @@
 BRISK_INTERNAL heap_t *heap_create(uint32_t kind, uintptr_t tid);
 BRISK_INTERNAL heap_t *heap_adopt_abandoned(uintptr_t tid);
 BRISK_INTERNAL void heap_abandon(heap_t *h);
+/* Release every page of a first-class heap at once; the heap object is
+ * kept for reuse by a later heap_create. */
+BRISK_INTERNAL void heap_destroy(heap_t *h);
+/* Pages, blocks in use (in class pages; large blocks are not counted) and
+ * segments, as JSON; the owner's view. */
+BRISK_INTERNAL size_t heap_stats_json(heap_t *h, char *buf, size_t len);
 BRISK_INTERNAL void heap_collect(heap_t *h, bool force);
 BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install brisk from $BRISK_SOURCE_DIR into a temporary prefix (own build
+# Install brisk from $BRISKTEST_SOURCE_DIR into a temporary prefix (own build
 # directory, tests and benchmarks off, cmake --install), then build a tiny
 # consumer against the installed package three ways and run it:
 #   1. CMake: find_package(brisk) + target brisk::brisk
@@ -7,7 +7,7 @@
 #   3. static: -l:libbrisk.a -lpthread (must not need libbrisk.so at run time)
 # Each consumer prints brisk_version() and brisk_owns(brisk_malloc(..)).
 set -u
-src=${BRISK_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d /tmp/brisk-install-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix

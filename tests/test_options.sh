@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Options read from the environment, checked on small programs run under
-# LD_PRELOAD=$BRISK_LIB with an otherwise clean environment (env -i, so no
+# LD_PRELOAD=$BRISKTEST_LIB with an otherwise clean environment (env -i, so no
 # BRISK_* variable from the caller leaks in):
 #   - no option: no output on stderr, program output unchanged
 #   - BRISK_SHOW_STATS=1 prints statistics to stderr at exit; =0 prints nothing
@@ -9,9 +9,9 @@
 #     (once per name); names that merely look similar (BRISKY) are not ours
 #   - BRISK_ON_ERROR=bogus gives a warning naming BRISK_ON_ERROR; =abort none
 set -u
-lib=${BRISK_LIB:-}
+lib=${BRISKTEST_LIB:-}
 if [ -z "$lib" ] || [ ! -f "$lib" ]; then
-  echo "[options] FAILED: BRISK_LIB is not set or not a file ('$lib')"
+  echo "[options] FAILED: BRISKTEST_LIB is not set or not a file ('$lib')"
   exit 1
 fi
 tmp=$(mktemp -d)

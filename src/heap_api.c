@@ -1,0 +1,120 @@
+/* First-class heaps: the public face of heap_t (include/brisk.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "brisk.h"
+
+#include "alloc.h"
+#include "alloc_inline.h"
+#include "report.h"
+
+#define BRISK_EXPORT __attribute__((visibility("default")))
+
+static heap_t *heap_of(brisk_heap_t *heap) { return (heap_t *)heap; }
+
+/* A heap from brisk_heap_new that is alive, else reported. */
+static bool heap_valid(heap_t *h, const char *fn) {
+  if (h == NULL || h->kind != HEAP_KIND_USER) {
+    report_error("%s(%p): not a heap made by brisk_heap_new", fn, (void *)h);
+    return false;
+  }
+  if (atomic_load_explicit(&h->state, memory_order_acquire) != HEAP_OWNED) {
+    report_error("%s(%p): the heap was destroyed", fn, (void *)h);
+    return false;
+  }
+  return true;
+}
+
+/* Valid and owned by the calling thread. */
+static bool heap_usable(heap_t *h, const char *fn) {
+  if (!heap_valid(h, fn)) return false;
+  if (h->tid != os_thread_id()) {
+    report_error("%s(%p): the heap allocates only on the thread that created it", fn, (void *)h);
+    return false;
+  }
+  return true;
+}
+
+BRISK_EXPORT brisk_heap_t *brisk_heap_new(void) {
+  process_init();
+  heap_t *h = heap_create(HEAP_KIND_USER, os_thread_id());
+  if (h == NULL) errno = ENOMEM;
+  return (brisk_heap_t *)h;
+}
+
+BRISK_EXPORT void brisk_heap_destroy(brisk_heap_t *heap) {
+  heap_t *h = heap_of(heap);
+  if (heap == NULL) return;
+  if (!heap_valid(h, "brisk_heap_destroy")) return;
+  heap_destroy(h);
+}
+
+BRISK_EXPORT void *brisk_heap_malloc(brisk_heap_t *heap, size_t size) {
+  heap_t *h = heap_of(heap);
+  if (BRISK_UNLIKELY(h == NULL || h->tid != os_thread_id())) {
+    if (!heap_usable(h, "brisk_heap_malloc")) {
+      errno = EINVAL;
+      return NULL;
+    }
+  }
+  if (BRISK_LIKELY(size <= DIRECT_MAX)) {
+    page_t *pg = h->direct[(size + 15) >> 4];
+    block_t *b = pg->free;
+    if (BRISK_LIKELY(b != NULL)) {
+      pg->free = b->next;
+      pg->used++;
+      return b;
+    }
+  }
+  return heap_alloc(h, size);
+}
+
+BRISK_EXPORT void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = brisk_heap_malloc(heap, total);
+  if (p != NULL) memset(p, 0, total);
+  return p;
+}
+
+BRISK_EXPORT void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment, size_t size) {
+  heap_t *h = heap_of(heap);
+  if (!heap_usable(h, "brisk_heap_aligned_alloc")) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (alignment <= 16) return brisk_heap_malloc(heap, size);
+  return heap_alloc_aligned(h, alignment, size);
+}
+
+BRISK_EXPORT void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size) {
+  if (p == NULL) return brisk_heap_malloc(heap, size);
+  if (size == 0) {
+    free_inline(p, FN_BRISK_REALLOC);
+    return NULL;
+  }
+  size_t usable = alloc_usable_size(p, FN_BRISK_REALLOC);
+  if (usable == 0) return NULL; /* reported */
+  if (size <= usable && size >= usable / 2) return p;
+  void *q = brisk_heap_malloc(heap, size);
+  if (q == NULL) return NULL;
+  memcpy(q, p, usable < size ? usable : size);
+  free_inline(p, FN_BRISK_REALLOC);
+  return q;
+}
+
+BRISK_EXPORT size_t brisk_heap_stats_json(brisk_heap_t *heap, char *buf, size_t len) {
+  heap_t *h = heap_of(heap);
+  if (!heap_valid(h, "brisk_heap_stats_json")) {
+    if (buf && len) buf[0] = '\0';
+    return 0;
+  }
+  return heap_stats_json(h, buf, len);
+}
