@@ -19,13 +19,8 @@
 BRISK_INLINE void *malloc_inline(size_t size) {
   heap_t *h = thread_heap();
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
-    page_t *pg = h->direct[(size + 15) >> 4];
-    block_t *b = pg->free;
-    if (BRISK_LIKELY(b != NULL)) {
-      pg->free = b->next;
-      pg->used++;
-      return b;
-    }
+    block_t *b = page_pop(h->direct[(size + 15) >> 4]);
+    if (BRISK_LIKELY(b != NULL)) return b;
   }
   return malloc_slow(size);
 }
@@ -40,9 +35,9 @@ BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
   page_t *pg = page_of(seg, a);
   block_t *b = (block_t *)p;
   uint64_t idx = page_block_index(pg, a - (uintptr_t)pg->start);
-  /* Local, at the start of a block handed out, and not the block freed last. */
+  /* Local, at the start of a block handed out, and not (probably) free. */
   if (BRISK_LIKELY(atomic_load_relaxed(&seg->owner_tid) == os_thread_id() &&
-                   idx < pg->reserved && b != pg->local_free)) {
+                   idx < pg->reserved && !block_looks_free(b))) {
     free_local(pg, b);
     return;
   }

@@ -90,12 +90,12 @@ static void *arena_overflow(brisk_arena_t *a, size_t size, size_t alignment) {
 }
 
 BRISK_EXPORT void *brisk_arena_alloc(brisk_arena_t *a, size_t size, size_t alignment) {
-  if (alignment <= 16) alignment = 16;
   if (BRISK_UNLIKELY((alignment & (alignment - 1)) != 0)) {
     report_error("brisk_arena_alloc(%p): alignment %zu is not a power of two", (void *)a, alignment);
     errno = EINVAL;
     return NULL;
   }
+  if (alignment < 16) alignment = 16;
   uintptr_t p = ((uintptr_t)a->cur + alignment - 1) & ~(uintptr_t)(alignment - 1);
   if (BRISK_LIKELY(p <= (uintptr_t)a->end && size <= (uintptr_t)a->end - p)) {
     a->cur = (uint8_t *)(p + size);

@@ -78,6 +78,18 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
   return pg;
 }
 
+/* Is b on this list of the page? Stops at the end, at a link that leaves
+ * the page, or after as many steps as the page has blocks. */
+static bool page_list_contains(const page_t *pg, const block_t *list, const block_t *b) {
+  const block_t *end = page_list_end(pg);
+  for (uint32_t n = 0; list != end && n <= pg->reserved; n++) {
+    if (list == b) return true;
+    if (!page_holds_block(pg, list)) return false;
+    list = block_next(list);
+  }
+  return false;
+}
+
 void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
   segment_t *seg;
   page_t *pg = block_check(p, fn, &seg);
@@ -85,7 +97,7 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
     if (seg == NULL) free_unowned(p, fn);
     return;
   }
-  if (pg->flags & PAGE_HUGE) {
+  if ((pg->flags & PAGE_HUGE) && atomic_load_explicit(&seg->heap, memory_order_relaxed) == NULL) {
     huge_free(pg);
     return;
   }
@@ -96,7 +108,8 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
       report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
       return;
     }
-    if (b == pg->local_free || b == pg->free) {
+    if (block_looks_free(b) && (page_list_contains(pg, pg->free, b) ||
+                                page_list_contains(pg, pg->local_free, b))) {
       report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
       return;
     }
@@ -116,7 +129,7 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
       return;
     }
   }
-  heap_remote_free(me, dst, b, (pg->flags & PAGE_LARGE) != 0);
+  heap_remote_free(me, dst, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
 }
 
 /* ---------------------------------------------------------------------------

@@ -126,7 +126,7 @@ static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) 
   uintptr_t tag = (uintptr_t)(gen & 0xffff) << INBOX_GEN_SHIFT;
   do {
     if ((old & ~INBOX_PTR_MASK) != tag) return false;
-    tail->next = (block_t *)(old & INBOX_PTR_MASK);
+    block_set_next(tail, (block_t *)(old & INBOX_PTR_MASK));
   } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
   STAT_COUNT(remote_batches, 1);
   return true;
@@ -153,18 +153,20 @@ void heap_flush_outbox(heap_t *h) {
 void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
   STAT_COUNT(remote_frees, 1);
   if (me == NULL) {
-    b->next = NULL;
+    block_set_next(b, NULL);
     inbox_push(dst, (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT), b, b);
     if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
     return;
   }
   outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-  if (slot->dst != dst) {
+  uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+  if (slot->dst != dst || slot->generation != gen) {
+    /* A batch for a destroyed generation of dst is dropped at the push. */
     outbox_flush_slot(slot);
     slot->dst = dst;
-    slot->generation = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+    slot->generation = gen;
   }
-  b->next = slot->head;
+  block_set_next(b, slot->head);
   slot->head = b;
   if (slot->tail == NULL) slot->tail = b;
   me->outbox_pending = 1;
@@ -177,7 +179,7 @@ void heap_drain_inbox(heap_t *h) {
   v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
   block_t *b = (block_t *)(v & INBOX_PTR_MASK);
   while (b != NULL) {
-    block_t *next = b->next;
+    block_t *next = block_next(b);
     segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
     free_local(page_of(seg, (uintptr_t)b), b);
     b = next;
@@ -278,32 +280,36 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   return pg->start;
 }
 
+/* A thread's huge blocks belong to no heap: any thread unmaps them on free.
+ * A first-class heap's huge blocks belong to it, so that destroying the
+ * heap releases them too. */
+static void *alloc_huge(heap_t *h, size_t size, size_t alignment) {
+  page_t *pg = huge_alloc(size, alignment);
+  if (pg == NULL) return NULL;
+  if (h->kind == HEAP_KIND_USER) segment_set_adopt_huge(&h->segments, segment_of_page(pg));
+  return pg->start;
+}
+
 static void *alloc_class(heap_t *h, unsigned c) {
   page_t *pg = h->queues[c].first;
-  block_t *b = pg ? pg->free : NULL;
-  if (BRISK_UNLIKELY(b == NULL)) {
-    heap_housekeeping(h);
+  block_t *b = pg ? page_pop(pg) : NULL;
+  if (BRISK_LIKELY(b != NULL)) return b;
+  heap_housekeeping(h);
+  /* heap_find_page returns a page whose free list starts with a valid block. */
+  pg = heap_find_page(h, c);
+  if (pg == NULL) {
+    heap_collect(h, true);
     pg = heap_find_page(h, c);
-    if (pg == NULL) {
-      heap_collect(h, true);
-      pg = heap_find_page(h, c);
-      if (pg == NULL) return NULL;
-    }
-    b = pg->free;
+    if (pg == NULL) return NULL;
   }
-  pg->free = b->next;
-  pg->used++;
-  return b;
+  return page_pop(pg);
 }
 
 void *heap_alloc(heap_t *h, size_t size) {
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
   else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
-  else {
-    page_t *pg = huge_alloc(size, 0);
-    p = pg ? pg->start : NULL;
-  }
+  else p = alloc_huge(h, size, 0);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
 }
@@ -327,8 +333,7 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
   if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) {
     p = alloc_large(h, size, alignment);
   } else {
-    page_t *pg = huge_alloc(size, alignment);
-    p = pg ? pg->start : NULL;
+    p = alloc_huge(h, size, alignment);
   }
   if (p == NULL) errno = ENOMEM;
   return p;

@@ -49,24 +49,24 @@ BRISK_EXPORT void brisk_heap_destroy(brisk_heap_t *heap) {
   heap_destroy(h);
 }
 
-BRISK_EXPORT void *brisk_heap_malloc(brisk_heap_t *heap, size_t size) {
+static inline void *heap_malloc_named(brisk_heap_t *heap, size_t size, const char *fn) {
   heap_t *h = heap_of(heap);
-  if (BRISK_UNLIKELY(h == NULL || h->tid != os_thread_id())) {
-    if (!heap_usable(h, "brisk_heap_malloc")) {
+  if (BRISK_UNLIKELY(h == NULL || h->tid != os_thread_id() ||
+                     atomic_load_relaxed(&h->state) != HEAP_OWNED)) {
+    if (!heap_usable(h, fn)) {
       errno = EINVAL;
       return NULL;
     }
   }
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
-    page_t *pg = h->direct[(size + 15) >> 4];
-    block_t *b = pg->free;
-    if (BRISK_LIKELY(b != NULL)) {
-      pg->free = b->next;
-      pg->used++;
-      return b;
-    }
+    block_t *b = page_pop(h->direct[(size + 15) >> 4]);
+    if (BRISK_LIKELY(b != NULL)) return b;
   }
   return heap_alloc(h, size);
+}
+
+BRISK_EXPORT void *brisk_heap_malloc(brisk_heap_t *heap, size_t size) {
+  return heap_malloc_named(heap, size, "brisk_heap_malloc");
 }
 
 BRISK_EXPORT void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size) {
@@ -75,7 +75,7 @@ BRISK_EXPORT void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t si
     errno = ENOMEM;
     return NULL;
   }
-  void *p = brisk_heap_malloc(heap, total);
+  void *p = heap_malloc_named(heap, total, "brisk_heap_calloc");
   if (p != NULL) memset(p, 0, total);
   return p;
 }
@@ -95,6 +95,10 @@ BRISK_EXPORT void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment
 }
 
 BRISK_EXPORT void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size) {
+  if (!heap_usable(heap_of(heap), "brisk_heap_realloc")) {
+    errno = EINVAL;
+    return NULL;
+  }
   if (p == NULL) return brisk_heap_malloc(heap, size);
   if (size == 0) {
     free_inline(p, FN_BRISK_REALLOC);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "page.h"
+#include "report.h"
 #include "counters.h"
 
 page_t brisk_empty_page = {
@@ -63,7 +64,7 @@ static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c)
 }
 
 /* Carve up to a 4 KiB page worth of blocks from the fresh end of the page,
- * linked in address order. */
+ * linked in address order in front of the (empty) free list. */
 static void page_extend(page_t *pg) {
   uint32_t bs = pg->block_size;
   uint32_t n = PAGE_EXTEND_BYTES / bs;
@@ -72,21 +73,48 @@ static void page_extend(page_t *pg) {
   if (n == 0) return;
   uint8_t *first = pg->start + (size_t)pg->reserved * bs;
   uint8_t *p = first;
-  for (uint32_t i = 0; i + 1 < n; i++, p += bs) ((block_t *)p)->next = (block_t *)(p + bs);
-  ((block_t *)p)->next = pg->free;
+  for (uint32_t i = 0; i + 1 < n; i++, p += bs) block_set_next((block_t *)p, p + bs);
+  block_set_next((block_t *)p, pg->free);
   pg->free = (block_t *)first;
   pg->reserved += n;
 }
 
-/* Make free non-empty if the page has any block to give. */
-static void page_collect(page_t *pg) {
-  if (pg->free != NULL) return;
-  if (pg->local_free != NULL) {
-    pg->free = pg->local_free;
-    pg->local_free = NULL;
-    return;
+/* A block the page handed out: inside its carved area, at a block start. */
+bool page_holds_block(const page_t *pg, const block_t *b) {
+  uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
+  return off < pg->area && page_block_index(pg, off) < pg->reserved;
+}
+
+static void page_report_broken(const page_t *pg, const block_t *link) {
+  report_error("malloc(): the free list of the page at %p (size class %zu) holds %p, "
+               "not one of its blocks: a write after free? The page is taken out of use",
+               (void *)pg->start, (size_t)pg->block_size, (void *)link);
+}
+
+enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
+
+/* Make the free list start with a block of the page if it has any to give. */
+static enum collect_result page_collect(page_t *pg) {
+  block_t *end = page_list_end(pg);
+  if (pg->free != end) {
+    if (page_holds_block(pg, pg->free)) return PAGE_HAS_BLOCKS;
+    page_report_broken(pg, pg->free);
+    return PAGE_IS_BROKEN;
   }
-  if (pg->reserved < pg->capacity) page_extend(pg);
+  if (pg->local_free != end) {
+    if (!page_holds_block(pg, pg->local_free)) {
+      page_report_broken(pg, pg->local_free);
+      return PAGE_IS_BROKEN;
+    }
+    pg->free = pg->local_free;
+    pg->local_free = end;
+    return PAGE_HAS_BLOCKS;
+  }
+  if (pg->reserved < pg->capacity) {
+    page_extend(pg);
+    return PAGE_HAS_BLOCKS;
+  }
+  return PAGE_IS_FULL;
 }
 
 static page_t *page_new(heap_t *h, unsigned c) {
@@ -95,14 +123,18 @@ static page_t *page_new(heap_t *h, unsigned c) {
   uint32_t bs = (uint32_t)class_size(c);
   page_set_block_size(pg, bs);
   pg->capacity = (uint32_t)(pg->span_bytes / bs);
+  pg->area = pg->capacity * bs;
   pg->size_class = (uint16_t)c;
+  pg->free = page_list_end(pg);
+  pg->local_free = page_list_end(pg);
   STAT_LEVEL(pages, 1);
   return pg;
 }
 
 static void page_retire(heap_t *h, page_t *pg) {
   unsigned c = pg->size_class;
-  queue_remove(h, &h->queues[c], pg, c);
+  if (pg->in_full != PAGE_LIST_QUEUE) queue_remove(h, &h->full, pg, 0);
+  else queue_remove(h, &h->queues[c], pg, c);
   STAT_LEVEL(pages, -1);
   span_free(&h->segments, pg);
 }
@@ -112,13 +144,20 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   for (;;) {
     page_t *pg = q->first;
     if (pg == NULL) break;
-    page_collect(pg);
-    if (pg->free != NULL) return pg;
+    enum collect_result r = page_collect(pg);
+    if (r == PAGE_HAS_BLOCKS) return pg;
     /* Full: park it where the allocator does not look again. The first
-     * block freed back to it (used drops below capacity) brings it back. */
+     * block freed back to it (used drops below capacity) brings it back.
+     * Broken: parked for good; it is released when its last block is freed. */
     queue_remove(h, q, pg, c);
-    pg->in_full = 1;
-    pg->notify_at = pg->capacity - 1;
+    if (r == PAGE_IS_FULL) {
+      pg->in_full = PAGE_LIST_FULL;
+      pg->notify_at = pg->capacity - 1;
+    } else {
+      pg->in_full = PAGE_LIST_BROKEN;
+      pg->notify_at = 0;
+      pg->free = pg->local_free = page_list_end(pg);
+    }
     queue_push_back(h, &h->full, pg, 0);
   }
   page_t *pg = page_new(h, c);
@@ -130,15 +169,19 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
 
 void page_notify(page_t *pg) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
+  if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
+    segment_set_free_huge(&h->segments, pg);
+    return;
+  }
   if (pg->flags & PAGE_LARGE) {
     STAT_LEVEL(pages, -1);
     span_free(&h->segments, pg);
     return;
   }
-  if (pg->in_full) {
+  if (pg->in_full == PAGE_LIST_FULL) {
     unsigned c = pg->size_class;
     queue_remove(h, &h->full, pg, 0);
-    pg->in_full = 0;
+    pg->in_full = PAGE_LIST_QUEUE;
     pg->notify_at = 0;
     queue_push_back(h, &h->queues[c], pg, c);
     return;

@@ -7,6 +7,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -115,6 +117,16 @@ void os_abort(void) { abort(); }
 void os_yield(void) { sched_yield(); }
 
 char **os_environ(void) { return environ; }
+
+uint64_t os_random_seed(void) {
+  uint64_t v = 0;
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+  if (r != NULL) memcpy(&v, r + 8, sizeof(v)); /* the first 8 bytes seed the stack guard */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  v ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&v;
+  return v;
+}
 
 static pthread_key_t thread_exit_key;
 

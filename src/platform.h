@@ -39,6 +39,8 @@ BRISK_INTERNAL void os_keep_stderr(void);
 BRISK_INTERNAL void os_abort(void) __attribute__((noreturn));
 BRISK_INTERNAL void os_yield(void);
 BRISK_INTERNAL char **os_environ(void);
+/* 64 random bits from the kernel's start-up gift (AT_RANDOM): no syscall. */
+BRISK_INTERNAL uint64_t os_random_seed(void);
 
 /* Thread exit: `fn(value)` runs when a thread that armed it exits. */
 BRISK_INTERNAL int os_thread_exit_init(void (*fn)(void *));

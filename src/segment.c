@@ -11,6 +11,13 @@
 #include "registry.h"
 #include "counters.h"
 
+uintptr_t brisk_link_key;
+
+void segment_init_key(uint64_t random) {
+  /* Never 0, so that a zero-filled word is no free block's link. */
+  brisk_link_key = (uintptr_t)(random | ((uint64_t)1 << 63) | 1);
+}
+
 page_t brisk_dead_page = {
     .start = (uint8_t *)UINTPTR_MAX,
     .span = &brisk_dead_page,
@@ -326,8 +333,30 @@ void segment_set_release_all(segment_set_t *set) {
     seg->free_slices = ALL_PAGE_SLICES;
     pool_put(seg);
   }
+  while (set->huge) {
+    segment_t *seg = set->huge;
+    set->huge = seg->next;
+    huge_free(&seg->pages[0]);
+  }
   set->count = 0;
   set->next_purge_ms = 0;
+}
+
+void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
+  seg->prev = NULL;
+  seg->next = set->huge;
+  if (set->huge) set->huge->prev = seg;
+  set->huge = seg;
+  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
+  atomic_store_release(&seg->owner_tid, set->owner_tid);
+}
+
+void segment_set_free_huge(segment_set_t *set, page_t *pg) {
+  segment_t *seg = segment_of_page(pg);
+  if (seg->prev) seg->prev->next = seg->next;
+  else set->huge = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  huge_free(pg);
 }
 
 void segment_set_release_empty(segment_set_t *set) {
@@ -346,6 +375,8 @@ void segment_set_release_empty(segment_set_t *set) {
 void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
   set->owner_tid = tid;
   for (segment_t *seg = set->first; seg; seg = seg->next)
+    atomic_store_release(&seg->owner_tid, tid);
+  for (segment_t *seg = set->huge; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
 }
 

@@ -39,9 +39,33 @@
 
 struct heap_s;
 
+/* A free block holds one word: the link to the next free block, XORed with
+ * a per-process random key. Lists of a page end at the page's segment
+ * header (page_list_end), never at NULL, so the link of every block on a
+ * page's lists decodes to an address in the block's own segment:
+ *
+ *   block on a free list:  link ^ key  ->  next block, or segment header
+ *   live block:            user data, which decodes to such an address only
+ *                          by a 1 in 2^25 chance
+ *
+ * free uses that to send a probable double free to the slow path, which
+ * walks the page's lists to be sure (block_looks_free). Chains of remote
+ * frees (outbox, inbox) use the same encoding and end at NULL. */
 typedef struct block_s {
-  struct block_s *next;
+  uintptr_t link;
 } block_t;
+
+extern uintptr_t brisk_link_key BRISK_INTERNAL;
+
+BRISK_INLINE block_t *block_next(const block_t *b) {
+  return (block_t *)(b->link ^ brisk_link_key);
+}
+BRISK_INLINE void block_set_next(block_t *b, const void *next) {
+  b->link = (uintptr_t)next ^ brisk_link_key;
+}
+BRISK_INLINE bool block_looks_free(const block_t *b) {
+  return (((b->link ^ brisk_link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
+}
 
 enum page_flags {
   PAGE_IN_USE = 1 << 0,  /* span given out (page or large/huge block) */
@@ -61,12 +85,12 @@ typedef struct page_s {
   uint64_t inv;
   uint32_t used;          /* see the invariant above */
   uint32_t notify_at;     /* free calls page_notify when used drops to this */
-  uint32_t block_size;
+  uint32_t area;          /* capacity * block_size: malloc's range check of free */
   uint32_t reserved;      /* blocks carved so far */
   uint8_t shift;
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
-  uint8_t in_full;         /* on its heap's full list (owner only) */
+  uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN (owner only) */
   uint16_t size_class;    /* 0 for large and huge */
   uint16_t pad1_;
   /* second cache line: owner's bookkeeping */
@@ -74,8 +98,12 @@ typedef struct page_s {
   struct page_s *prev;
   size_t span_bytes;      /* bytes of the span (huge: of the block area) */
   uint32_t capacity;      /* blocks that fit */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 4];
+  uint32_t block_size;
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 8];
 } page_t;
+
+/* page_t.in_full */
+enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2 };
 
 enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2 };
 
@@ -127,6 +155,23 @@ BRISK_INLINE segment_t *segment_of_page(const page_t *pg) {
   return (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
 }
 
+/* Where the lists of a page end: its segment header, which is no block. */
+BRISK_INLINE block_t *page_list_end(const page_t *pg) {
+  return (block_t *)segment_of_page(pg);
+}
+
+/* Take the first block of the free list, or NULL when the list is empty
+ * or its head lies outside the page (a link broken by a write after free:
+ * the slow path tells which). */
+BRISK_INLINE block_t *page_pop(page_t *pg) {
+  block_t *b = pg->free;
+  if (BRISK_UNLIKELY((uintptr_t)b - (uintptr_t)pg->start >= pg->area)) return NULL;
+  pg->free = block_next(b);
+  pg->used++;
+  b->link = 0; /* a handed-out block must not look free to free() */
+  return b;
+}
+
 BRISK_INLINE page_t *page_of(segment_t *seg, uintptr_t addr) {
   return seg->pages[(addr >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)].span;
 }
@@ -134,6 +179,7 @@ BRISK_INLINE page_t *page_of(segment_t *seg, uintptr_t addr) {
 /* The segments of one heap. */
 typedef struct segment_set_s {
   segment_t *first;      /* segments with free slices come before full ones */
+  segment_t *huge;       /* huge blocks owned by the set (first-class heaps) */
   size_t count;
   uint64_t next_purge_ms; /* 0: nothing waits */
   uintptr_t owner_tid;
@@ -161,7 +207,15 @@ BRISK_INTERNAL void segment_set_set_owner(segment_set_t *set, uintptr_t tid);
 /* Huge blocks: a mapping each, owned by no heap. */
 BRISK_INTERNAL page_t *huge_alloc(size_t size, size_t alignment);
 BRISK_INTERNAL void huge_free(page_t *pg);
+/* Tie a huge block to a set: its frees then go through the set's owner,
+ * and segment_set_release_all unmaps it. */
+BRISK_INTERNAL void segment_set_adopt_huge(segment_set_t *set, segment_t *seg);
+/* The owner frees a huge block of its set. */
+BRISK_INTERNAL void segment_set_free_huge(segment_set_t *set, page_t *pg);
 BRISK_INTERNAL bool huge_try_resize(page_t *pg, size_t new_size);
+
+/* Set the key of block links once, before any block exists. */
+BRISK_INTERNAL void segment_init_key(uint64_t random);
 
 /* The pool of empty segments shared by all heaps. */
 BRISK_INTERNAL void segment_pool_maintain(bool force);

@@ -47,6 +47,7 @@ void process_init(void) {
   if (atomic_cas_strong_acq_rel(&init_state, &expected, INIT_RUNNING)) {
     atomic_store_relaxed(&init_thread, os_thread_id());
     options_init();
+    segment_init_key(os_random_seed());
     os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
     /* May allocate (it is ready now): registered before any thread exists
