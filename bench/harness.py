@@ -1,0 +1,864 @@
+#!/usr/bin/env python3
+"""brisk benchmark harness: workloads x allocators, side by side.
+
+    python3 bench/harness.py --quick                 # the README's command
+    python3 bench/harness.py --full
+    python3 bench/harness.py --only larson,msgpipe --alloc brisk,mimalloc
+    python3 bench/harness.py --alloc brisk=build/libbrisk.so,old=/tmp/old/libbrisk.so
+    python3 bench/harness.py --quick --syscalls      # strace -c counts
+    python3 bench/harness.py --instructions          # callgrind, instr/op
+    python3 bench/harness.py --profile --only msgpipe --alloc brisk,mimalloc
+
+Every allocator but glibc is swapped in with LD_PRELOAD. Runs are
+interleaved: for each workload, run 1 of every allocator, then run 2 of
+every allocator (the order rotated each run), and so on, so slow drifts of
+the machine hit every allocator alike. Each cell reports the median wall
+time and the median peak RSS (ru_maxrss from wait4 on the child); every
+peer is shown as a ratio to the reference allocator (brisk), with a
+geometric-mean row. An A/A column runs a second copy of the reference
+library as if it were another allocator: differences smaller than its
+spread are noise.
+
+Output: a markdown report on stdout, and under bench/results/ (or
+--results-dir) <stem>.csv (medians and ratios), <stem>-runs.csv (every
+run), <stem>.json (everything), <stem>-time.png and <stem>-rss.png.
+
+Only the Python standard library is needed; charts need matplotlib, which
+is looked for in this interpreter and then in /usr/bin/python3 (Debian's
+python3-matplotlib).
+"""
+
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runner import (  # noqa: E402  (the harness is run as a script)
+    PEER_PACKAGES, TIER_RUNS, TIER_TIMEOUT, WORKLOADS, Child, child_env, failure_text,
+    load_workloads, make_aa, package_version, parse_output, resolve_allocators, run_one,
+    select_workloads, snapshot, workload_argv, workload_available, wrap)
+
+
+# --------------------------------------------------------------------------
+# Plan, statistics, report
+
+def plan(workloads, allocs, runs):
+    """The order of the runs: per workload, run r of every allocator, the
+    allocator order rotated by r so none is always first."""
+    order = []
+    n = len(allocs)
+    for w in workloads:
+        for r in range(runs):
+            for i in range(n):
+                order.append((w, r, allocs[(i + r) % n]))
+    return order
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def summarize(records, workloads, allocs, ref_name, aa_name):
+    """Medians, ratios to the reference and geometric means."""
+    cells = {}
+    for w in workloads:
+        for a in allocs:
+            rs = [r for r in records if r["workload"] == w["name"] and r["alloc"] == a.name]
+            ok = [r for r in rs if r["ok"]]
+            times = [r["time"] for r in ok]
+            rss = [r["rss_kib"] for r in ok]
+            metrics = {}
+            for r in ok:
+                for mid, fields in r["metrics"].items():
+                    for k, v in fields.items():
+                        metrics.setdefault(mid, {}).setdefault(k, []).append(v)
+            cells[(w["name"], a.name)] = {
+                "workload": w["name"], "alloc": a.name, "runs": len(rs), "ok": len(ok),
+                "failed": len(rs) - len(ok),
+                "errors": sorted(set(r["error"] for r in rs if r["error"])),
+                "time": median(times), "time_min": min(times) if times else None,
+                "time_max": max(times) if times else None,
+                "rss_kib": median(rss),
+                # median absolute deviation of the runs, relative to the median
+                "spread": (median([abs(t - median(times)) for t in times]) / median(times)
+                           if len(times) > 1 and median(times) > 0 else None),
+                "metrics": {mid: {k: median(v) for k, v in fs.items()}
+                            for mid, fs in metrics.items()},
+            }
+    for w in workloads:
+        ref = cells.get((w["name"], ref_name))
+        for a in allocs:
+            c = cells[(w["name"], a.name)]
+            c["time_ratio"] = ratio(c["time"], ref["time"]) if ref else None
+            c["rss_ratio"] = ratio(c["rss_kib"], ref["rss_kib"]) if ref else None
+    geo = {}
+    for a in allocs:
+        geo[a.name] = {
+            "time_ratio": geomean([cells[(w["name"], a.name)]["time_ratio"] for w in workloads]),
+            "rss_ratio": geomean([cells[(w["name"], a.name)]["rss_ratio"] for w in workloads]),
+            "workloads": sum(1 for w in workloads
+                             if cells[(w["name"], a.name)]["time_ratio"] is not None),
+        }
+    aa = None
+    if aa_name:
+        tr = [cells[(w["name"], aa_name)]["time_ratio"] for w in workloads]
+        mr = [cells[(w["name"], aa_name)]["rss_ratio"] for w in workloads]
+        tr = [x for x in tr if x]
+        mr = [x for x in mr if x]
+        aa = {"time_max_dev": max((abs(x - 1) for x in tr), default=None),
+              "rss_max_dev": max((abs(x - 1) for x in mr), default=None),
+              "time_geomean": geomean(tr), "rss_geomean": geomean(mr)}
+    return cells, geo, aa
+
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    if s >= 10:
+        return "%.1f s" % s
+    if s >= 1:
+        return "%.2f s" % s
+    return "%.0f ms" % (s * 1e3) if s >= 0.01 else "%.2f ms" % (s * 1e3)
+
+
+def fmt_mib(kib):
+    return "-" if kib is None else ("%.1f MiB" % (kib / 1024.0) if kib < 1024 * 100
+                                    else "%.0f MiB" % (kib / 1024.0))
+
+
+def fmt_ratio(x):
+    return "-" if x is None else "%.2f" % x
+
+
+def fmt_num(x):
+    a = abs(x)
+    return "%.0f" % x if a >= 100 else "%.1f" % x if a >= 10 else "%.2f" % x
+
+
+def fmt_pct(x):
+    return "-" if x is None else "±%.1f%%" % (x * 100)
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
+    shown = [a for a in allocs if a.name != aa_name]
+    others = [a for a in shown if a.name != ref_name]
+    lines = []
+    lines.append("# brisk benchmark: %s (%s, %d runs, %s)"
+                 % (meta["tier"], meta["date"], meta["runs"], meta["host"]))
+    lines.append("")
+    lines.append("Command: `%s`" % meta["command"])
+    lines.append("")
+    lines.append("Allocators: " + ", ".join(
+        "%s (%s)" % (a.name, meta["versions"].get(a.name) or a.lib or "no preload") for a in allocs))
+    lines.append("")
+
+    def cell_text(c, key, fmt):
+        if c["ok"] == 0:
+            return "FAIL: " + ", ".join(c["errors"] or ["no run"])
+        text = fmt(c[key])
+        if c["failed"]:
+            text += " (%d/%d failed: %s)" % (c["failed"], c["runs"], ", ".join(c["errors"]))
+        return text
+
+    for title, key, rkey, fmt, note in (
+            ("Time", "time", "time_ratio", fmt_time,
+             "median time; a peer's cell is its ratio to %s (above 1: %s is faster)"),
+            ("Peak RSS", "rss_kib", "rss_ratio", fmt_mib,
+             "median peak RSS; a peer's cell is its ratio to %s (above 1: %s uses less)")):
+        lines.append("## %s" % title)
+        lines.append("")
+        lines.append(note % (ref_name, ref_name))
+        lines.append("")
+        header = ["workload", ref_name] + [a.name for a in others]
+        if aa_name:
+            header.append("A/A")
+        if key == "time":
+            header.append("%s spread" % ref_name)
+        rows = []
+        for w in workloads:
+            ref = cells[(w["name"], ref_name)]
+            row = [w["name"], cell_text(ref, key, fmt)]
+            for a in others:
+                c = cells[(w["name"], a.name)]
+                if c["ok"] == 0 or ref["ok"] == 0 or c[rkey] is None:
+                    row.append(cell_text(c, key, fmt) if c["ok"] == 0 else fmt(c[key]))
+                else:
+                    row.append(fmt_ratio(c[rkey]) + ("" if not c["failed"] else " (%d failed)"
+                                                     % c["failed"]))
+            if aa_name:
+                row.append(fmt_ratio(cells[(w["name"], aa_name)][rkey]))
+            if key == "time":
+                row.append(fmt_pct(ref["spread"]))
+            rows.append(row)
+        grow = ["geomean", "1.00"] + [fmt_ratio(geo[a.name][rkey]) for a in others]
+        if aa_name:
+            grow.append(fmt_ratio(geo[aa_name][rkey]))
+        if key == "time":
+            grow.append("")
+        rows.append(["**%s**" % x if x else x for x in grow])
+        lines.append(md_table(header, rows))
+        lines.append("")
+        if aa:
+            dev = aa["time_max_dev"] if key == "time" else aa["rss_max_dev"]
+            lines.append("A/A check: %s-aa (a second copy of the same library) differs from %s "
+                         "by up to %s across workloads; a ratio closer to 1 than that is noise."
+                         % (ref_name, ref_name, fmt_pct(dev)))
+            lines.append("")
+        if key == "time":
+            lines.append("%s spread: the median absolute deviation of its own runs, relative to "
+                         "their median, per workload." % ref_name)
+            lines.append("")
+
+    detail = [w for w in workloads if any(cells[(w["name"], a.name)]["metrics"] for a in allocs)]
+    if detail:
+        lines.append("## Details (medians)")
+        lines.append("")
+    for w in detail:
+        ids, fields = [], {}
+        for a in allocs:
+            for mid, fs in cells[(w["name"], a.name)]["metrics"].items():
+                if mid not in fields:
+                    ids.append(mid)
+                    fields[mid] = list(fs)
+        lines.append("### %s" % w["name"])
+        lines.append("")
+        header = ["metric"] + [a.name for a in allocs]
+        rows = []
+        for mid in ids:
+            row = ["%s (%s)" % (mid, " / ".join(fields[mid]))]
+            for a in allocs:
+                fs = cells[(w["name"], a.name)]["metrics"].get(mid)
+                row.append("-" if not fs else " / ".join(
+                    fmt_num(fs[k]) if fs.get(k) is not None else "-" for k in fields[mid]))
+            rows.append(row)
+        lines.append(md_table(header, rows))
+        lines.append("")
+    fails = [c for c in cells.values() if c["failed"]]
+    if fails:
+        lines.append("## Failures")
+        lines.append("")
+        for c in fails:
+            lines.append("- %s under %s: %d of %d runs failed: %s"
+                         % (c["workload"], c["alloc"], c["failed"], c["runs"],
+                            ", ".join(c["errors"])))
+        lines.append("")
+    for n in meta["notes"]:
+        lines.append("Note: " + n)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------
+# Output files
+
+def write_outputs(results_dir, stem, meta, workloads, allocs, records, cells, geo, aa, ref_name,
+                  aa_name):
+    os.makedirs(results_dir, exist_ok=True)
+    paths = {}
+    p = os.path.join(results_dir, stem + ".csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "allocator", "runs", "ok", "failed", "median_s", "min_s", "max_s",
+                     "median_rss_kib", "time_ratio_to_" + ref_name, "rss_ratio_to_" + ref_name,
+                     "errors"])
+        for w in workloads:
+            for a in allocs:
+                c = cells[(w["name"], a.name)]
+                wr.writerow([w["name"], a.name, c["runs"], c["ok"], c["failed"],
+                             _num(c["time"]), _num(c["time_min"]), _num(c["time_max"]),
+                             _num(c["rss_kib"]), _num(c["time_ratio"]), _num(c["rss_ratio"]),
+                             "; ".join(c["errors"])])
+        for a in allocs:
+            wr.writerow(["geomean", a.name, "", "", "", "", "", "", "",
+                         _num(geo[a.name]["time_ratio"]), _num(geo[a.name]["rss_ratio"]), ""])
+    paths["csv"] = p
+    p = os.path.join(results_dir, stem + "-runs.csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["order", "workload", "allocator", "run", "ok", "time_s", "wall_s", "rss_kib",
+                     "rc", "signal", "error"])
+        for i, r in enumerate(records):
+            wr.writerow([i, r["workload"], r["alloc"], r["run"], int(r["ok"]), _num(r["time"]),
+                         _num(r["wall"]), r["rss_kib"], r["rc"], r["signal"], r["error"] or ""])
+    paths["runs_csv"] = p
+    p = os.path.join(results_dir, stem + ".json")
+    doc = {"meta": meta, "reference": ref_name, "aa": aa_name,
+           "allocators": [a.to_json() for a in allocs],
+           "workloads": [{k: v for k, v in w.items()} for w in workloads],
+           "cells": [cells[(w["name"], a.name)] for w in workloads for a in allocs],
+           "geomean": geo, "aa_check": aa, "runs": records}
+    with open(p, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    paths["json"] = p
+    return paths
+
+
+def _num(x):
+    if x is None:
+        return ""
+    return "%.6g" % x if isinstance(x, float) else x
+
+
+def matplotlib_python():
+    """An interpreter that can import matplotlib: this one, else Debian's."""
+    try:
+        import matplotlib  # noqa: F401
+        return sys.executable
+    except ImportError:
+        pass
+    for exe in ("/usr/bin/python3", shutil.which("python3")):
+        if exe and os.path.exists(exe) and os.path.realpath(exe) != os.path.realpath(sys.executable):
+            r = subprocess.run([exe, "-c", "import matplotlib"], capture_output=True)
+            if r.returncode == 0:
+                return exe
+    return None
+
+
+def make_charts(json_path, stem_path, log):
+    py = matplotlib_python()
+    if not py:
+        log("charts skipped: matplotlib not found (apt-get install python3-matplotlib)")
+        return []
+    r = subprocess.run([py, os.path.join(HERE, "plot.py"), json_path, stem_path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        log("charts failed: " + r.stderr.strip()[-500:])
+        return []
+    return [l.strip() for l in r.stdout.splitlines() if l.strip().endswith(".png")]
+
+
+# --------------------------------------------------------------------------
+# Syscall and instruction modes
+
+SYSCALLS = ["mmap", "munmap", "madvise", "mprotect", "futex", "brk", "mremap"]
+
+
+def parse_strace_summary(text):
+    """strace -c table -> {syscall: calls}."""
+    out = {}
+    for line in text.splitlines():
+        t = line.split()
+        if len(t) >= 5 and re.match(r"^\d+(\.\d+)?$", t[0]) and re.match(r"^[a-z_0-9]+$", t[-1]) \
+                and t[-1] != "total":
+            try:
+                out[t[-1]] = int(t[3])
+            except ValueError:
+                pass
+    return out
+
+
+def parse_callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
+# --------------------------------------------------------------------------
+# Main
+
+class Progress:
+    def __init__(self, total, enabled):
+        self.total = total
+        self.done = 0
+        self.t0 = time.time()
+        self.tty = sys.stderr.isatty()
+        self.enabled = enabled
+        self.last_len = 0
+
+    def show(self, text, group=None):
+        if not self.enabled:
+            return
+        el = time.time() - self.t0
+        if not self.tty:  # a log: one line per workload, or every 15 s
+            if group == getattr(self, "group", None) and el - getattr(self, "said", 0) < 15:
+                return
+            self.group, self.said = group, el
+        eta = el / self.done * (self.total - self.done) if self.done else 0
+        line = "[%*d/%d] %s  elapsed %s  eta %s" % (len(str(self.total)), self.done + 1,
+                                                      self.total, text, _clock(el), _clock(eta))
+        if self.tty:
+            sys.stderr.write("\r" + line.ljust(self.last_len))
+            self.last_len = len(line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def step(self):
+        self.done += 1
+
+    def end(self):
+        if self.enabled and self.tty:
+            sys.stderr.write("\r" + " " * self.last_len + "\r")
+            sys.stderr.flush()
+
+
+def _clock(s):
+    s = int(s)
+    return "%d:%02d" % (s // 60, s % 60)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="brisk benchmark harness",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__)
+    tier = p.add_mutually_exclusive_group()
+    tier.add_argument("--quick", action="store_const", dest="tier", const="quick",
+                      help="the quick matrix (a few minutes on 2 cores)")
+    tier.add_argument("--full", action="store_const", dest="tier", const="full",
+                      help="full sizes (about 10 s per run)")
+    p.add_argument("--only", help="comma list of workloads")
+    p.add_argument("--alloc", help="comma list: peer names, NAME=/path/lib.so, NAME=none")
+    p.add_argument("--ref", help="reference allocator for ratios (default brisk, else the first)")
+    p.add_argument("--runs", type=int, help="runs per cell (default 5; 1 for --syscalls)")
+    p.add_argument("--size", help="override the size of every selected workload")
+    p.add_argument("--threads", type=int, help="thread count for every workload")
+    p.add_argument("--no-aa", action="store_true", help="skip the A/A copy of the reference")
+    p.add_argument("--syscalls", action="store_true",
+                   help="count mmap/munmap/madvise/mprotect/futex/brk with strace -c -f")
+    p.add_argument("--instructions", action="store_true",
+                   help="instructions per operation under callgrind (single-thread workloads)")
+    p.add_argument("--profile", action="store_true",
+                   help="perf record -e cpu-clock once per cell; print the top symbols")
+    p.add_argument("--instr-baseline", default=os.path.join(HERE, "instructions.json"),
+                   help="record of instr/op that --instructions compares with "
+                        "(default bench/instructions.json, when it exists)")
+    p.add_argument("--save-instr", help="write the --instructions result as a baseline JSON")
+    p.add_argument("--build-dir", default=os.environ.get("BRISK_BUILD_DIR",
+                                                          os.path.join(ROOT, "build")))
+    p.add_argument("--brisk-lib", help="default: BUILD_DIR/libbrisk.so")
+    p.add_argument("--bin-dir", help="default: BUILD_DIR/bench")
+    p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--stem", help="output file name stem (default MODE-DATE)")
+    p.add_argument("--workloads-file", help="JSON list of workloads replacing the built-in ones")
+    p.add_argument("--timeout", type=float, help="seconds per run before it is killed")
+    p.add_argument("--no-charts", action="store_true")
+    p.add_argument("--no-install", action="store_true",
+                   help="never apt-get install missing peers")
+    p.add_argument("--strict", action="store_true",
+                   help="exit non-zero when any cell fails, not only the reference")
+    p.add_argument("--dry-run", action="store_true", help="print the run order and exit")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    a = p.parse_args(argv)
+    a.tier = a.tier or "default"
+    return a
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    log = lambda m: sys.stderr.write("harness: %s\n" % m)
+    build_dir = os.path.abspath(args.build_dir)
+    bin_dir = os.path.abspath(args.bin_dir or os.path.join(build_dir, "bench"))
+    brisk_lib = args.brisk_lib or os.environ.get("BRISK_LIB") or os.path.join(build_dir,
+                                                                              "libbrisk.so")
+    all_workloads = load_workloads(args.workloads_file) if args.workloads_file else WORKLOADS
+    workloads = select_workloads(all_workloads, args.only)
+    notes = []
+    if args.instructions:
+        workloads = [w for w in workloads if w.get("instr")]
+        if not workloads:
+            raise SystemExit("harness: no selected workload has an instruction-count mode")
+    avail = []
+    for w in workloads:
+        ok, why = workload_available(w, bin_dir)
+        if ok:
+            avail.append(w)
+        else:
+            notes.append("skipped %s: %s" % (w["name"], why))
+    workloads = avail
+    if not workloads:
+        for n in notes:
+            log(n)
+        raise SystemExit("harness: nothing to run")
+
+    allocs, anotes = resolve_allocators(args.alloc, brisk_lib, not args.no_install, log)
+    notes += anotes
+    if not allocs:
+        raise SystemExit("harness: no allocator to run")
+    names = [a.name for a in allocs]
+    ref_name = args.ref or ("brisk" if "brisk" in names else names[0])
+    if ref_name not in names:
+        raise SystemExit("harness: --ref %s is not among the allocators" % ref_name)
+    mode = ("syscalls" if args.syscalls else "instructions" if args.instructions
+            else "profile" if args.profile else args.tier)
+    single = args.syscalls or args.instructions or args.profile
+    tmpdir = tempfile.mkdtemp(prefix="brisk-bench-")
+    aa_name = None
+    snapshot(allocs, tmpdir)
+    if not args.no_aa and not single:
+        ref = allocs[names.index(ref_name)]
+        aa = make_aa(ref, tmpdir)
+        allocs.append(aa)
+        aa_name = aa.name
+    glibc_forward = os.path.join(bin_dir, "glibc_forward.so")
+    if not os.path.exists(glibc_forward):
+        glibc_forward = None
+        if any(w.get("needs_glibc_forward") for w in workloads):
+            notes.append("glibc_forward.so not built: glibc column of redis/session is the "
+                         "program's linked malloc")
+
+    runs = args.runs or (1 if single else TIER_RUNS[args.tier])
+    if runs < 1:
+        raise SystemExit("harness: --runs must be at least 1")
+    spawn = os.path.join(bin_dir, "bench_spawn")
+    if not os.access(spawn, os.X_OK):
+        spawn = None
+        notes.append("bench_spawn not built: peak RSS includes the harness's own (about %d MiB)"
+                     % (_self_rss_kib() // 1024))
+    ctx = {"bin_dir": bin_dir, "glibc_forward": glibc_forward, "threads": args.threads,
+           "spawn": spawn,
+           "timeout": args.timeout or TIER_TIMEOUT[args.tier] * (20 if args.instructions else 1),
+           "current": None}
+    # strace and perf slow programs down: those modes use quick sizes
+    # unless a tier is asked for.
+    size_tier = "quick" if (args.syscalls or args.profile) and args.tier == "default" \
+        else args.tier
+
+    def size_of(w):
+        if args.size:
+            return args.size
+        return w.get("sizes", {}).get(size_tier, 1)
+
+    now = datetime.datetime.now()
+    meta = {"tier": mode, "date": now.strftime("%Y-%m-%d %H:%M"), "runs": runs,
+            "host": "%s, %d cpus, %s" % (platform.node() or "host", os.cpu_count() or 0,
+                                         _cpu_model()),
+            "command": " ".join(["python3", os.path.relpath(__file__, ROOT)] +
+                                (sys.argv[1:] if argv is None else list(argv))),
+            "kernel": platform.release(), "glibc": " ".join(platform.libc_ver()),
+            "versions": _versions(allocs, brisk_lib), "notes": notes,
+            "sizes": {w["name"]: size_of(w) for w in workloads}, "size_tier": size_tier}
+    stem = args.stem or "%s-%s" % (mode, now.strftime("%Y%m%d-%H%M%S"))
+
+    if args.dry_run:
+        for i, (w, r, a) in enumerate(plan(workloads, allocs, runs)):
+            print("%d %s %s %d" % (i, w["name"], a.name, r))
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        return 0
+
+    for n in notes:
+        log(n)
+    try:
+        if args.syscalls:
+            return run_syscalls(args, workloads, allocs, runs, ctx, size_of, meta, stem, log)
+        if args.instructions:
+            return run_instructions(args, workloads, allocs, ctx, meta, stem, ref_name, log)
+        if args.profile:
+            return run_profile(args, workloads, allocs, ctx, size_of, meta, stem, log)
+        return run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name,
+                          aa_name, log)
+    finally:
+        cur = ctx.get("current")
+        if cur:
+            cur.kill()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _self_rss_kib():
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return 0
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _versions(allocs, brisk_lib):
+    v = {}
+    for a in allocs:
+        if a.name in PEER_PACKAGES and a.kind == "peer":
+            v[a.name] = "%s %s" % (PEER_PACKAGES[a.name], package_version(PEER_PACKAGES[a.name]))
+        elif a.name == "glibc":
+            v[a.name] = "libc6 %s" % package_version("libc6")
+        elif a.lib:
+            src = a.source or a.lib
+            try:
+                with open(a.lib, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()[:12]
+                v[a.name] = "%s%s sha256:%s" % (
+                    os.path.relpath(src, ROOT) if src.startswith(ROOT) else src,
+                    " (copy)" if a.kind == "aa" else "", digest)
+            except OSError:
+                v[a.name] = src
+    for pkg in ("libzmq5", "redis-server"):
+        ver = package_version(pkg)
+        if ver:
+            v[pkg] = ver
+    return v
+
+
+def run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name, aa_name, log):
+    order = plan(workloads, allocs, runs)
+    progress = Progress(len(order), not args.quiet)
+    records = []
+    interrupted = False
+    try:
+        for w, r, a in order:
+            progress.show("%s / %s / run %d of %d" % (w["name"], a.name, r + 1, runs), w["name"])
+            rec = run_one(w, a, r, size_of(w), ctx)
+            records.append(rec)
+            progress.step()
+    except KeyboardInterrupt:
+        interrupted = True
+        meta["notes"].append("interrupted after %d of %d runs" % (len(records), len(order)))
+    progress.end()
+    cells, geo, aa = summarize(records, workloads, allocs, ref_name, aa_name)
+    text = report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa)
+    paths = write_outputs(args.results_dir, stem, meta, workloads, allocs, records, cells, geo, aa,
+                          ref_name, aa_name)
+    charts = [] if args.no_charts else make_charts(paths["json"],
+                                                   os.path.join(args.results_dir, stem), log)
+    sys.stdout.write(text)
+    sys.stdout.write("\nFiles: %s\n" % ", ".join(
+        os.path.relpath(p, os.getcwd()) for p in list(paths.values()) + charts))
+    sys.stdout.flush()
+    if interrupted:
+        return 130
+    bad = [c for c in cells.values() if c["failed"] and (args.strict or c["alloc"] in
+                                                          (ref_name, aa_name))]
+    return 1 if bad else 0
+
+
+def run_syscalls(args, workloads, allocs, runs, ctx, size_of, meta, stem, log):
+    if not shutil.which("strace"):
+        raise SystemExit("harness: --syscalls needs strace (apt-get install strace)")
+    order = plan(workloads, allocs, runs)
+    progress = Progress(len(order), not args.quiet)
+    tmp = tempfile.mkdtemp(prefix="brisk-strace-")
+    rows = []
+    try:
+        for i, (w, r, a) in enumerate(order):
+            progress.show("strace %s / %s" % (w["name"], a.name), w["name"])
+            out = os.path.join(tmp, "%d.txt" % i)
+            wrapper = ["strace", "-f", "-c", "-o", out, "-e", "trace=" + ",".join(SYSCALLS)]
+            rec = run_one(w, a, r, size_of(w), ctx, wrapper)
+            counts = {}
+            if os.path.exists(out):
+                with open(out) as f:
+                    counts = parse_strace_summary(f.read())
+            rows.append({"workload": w["name"], "alloc": a.name, "run": r, "ok": rec["ok"],
+                         "error": rec["error"], "counts": counts})
+            progress.step()
+    finally:
+        progress.end()
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {}
+    for w in workloads:
+        for a in allocs:
+            rs = [x for x in rows if x["workload"] == w["name"] and x["alloc"] == a.name]
+            med[(w["name"], a.name)] = {
+                s: median([x["counts"].get(s, 0) for x in rs]) for s in SYSCALLS}, rs
+    lines = ["# brisk syscall profile (%s, strace -c -f, %d run%s, %s sizes)"
+             % (meta["date"], runs, "s" if runs > 1 else "", meta["size_tier"]), "",
+             "Command: `%s`" % meta["command"], ""]
+    header = ["workload", "allocator"] + SYSCALLS
+    trows = []
+    for w in workloads:
+        for a in allocs:
+            counts, rs = med[(w["name"], a.name)]
+            fail = [x["error"] for x in rs if not x["ok"]]
+            trows.append([w["name"], a.name] + ["%d" % counts[s] for s in SYSCALLS])
+            if fail:
+                trows[-1][1] += " (FAIL: %s)" % ", ".join(sorted(set(fail)))
+    lines.append(md_table(header, trows))
+    text = "\n".join(lines) + "\n"
+    os.makedirs(args.results_dir, exist_ok=True)
+    p = os.path.join(args.results_dir, stem + ".csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "allocator"] + SYSCALLS)
+        for w in workloads:
+            for a in allocs:
+                counts, _ = med[(w["name"], a.name)]
+                wr.writerow([w["name"], a.name] + [counts[s] for s in SYSCALLS])
+    pj = os.path.join(args.results_dir, stem + ".json")
+    with open(pj, "w") as f:
+        json.dump({"meta": meta, "runs": rows}, f, indent=1, default=str)
+    sys.stdout.write(text + "\nFiles: %s, %s\n" % (os.path.relpath(p), os.path.relpath(pj)))
+    return 0
+
+
+def run_profile(args, workloads, allocs, ctx, size_of, meta, stem, log):
+    """One perf record (software cpu-clock event: this machine's VM has no
+    hardware counters) per workload and allocator; prints the top symbols
+    and keeps each report as a text file."""
+    if not shutil.which("perf"):
+        raise SystemExit("harness: --profile needs perf (apt-get install linux-perf)")
+    if any(w.get("kind") == "redis" for w in workloads):
+        workloads = [w for w in workloads if w.get("kind") != "redis"]
+        log("--profile skips redis (profile redis-server by hand with perf record -p)")
+    os.makedirs(args.results_dir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="brisk-perf-")
+    pairs = [(w, a) for w in workloads for a in allocs]
+    progress = Progress(len(pairs), not args.quiet)
+    lines = ["# brisk perf profiles (%s, perf record -e cpu-clock, %s sizes)"
+             % (meta["date"], meta["size_tier"]), "", "Command: `%s`" % meta["command"], ""]
+    try:
+        for w, a in pairs:
+            progress.show("perf %s / %s" % (w["name"], a.name), w["name"])
+            data = os.path.join(tmp, "perf.data")
+            argv = workload_argv(w, ctx["bin_dir"], size_of(w), ctx["threads"])
+            preload = a.preload(w, ctx["glibc_forward"])
+            if ctx["spawn"]:  # the preload reaches the workload, not perf
+                argv = [ctx["spawn"], os.devnull, preload or ""] + argv
+                preload = None
+            child = Child(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", data,
+                           "--"] + argv, child_env(a.name, 0), ctx["timeout"], None, preload)
+            r = child.wait()
+            rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                                  "--sort", "dso,sym", "-g", "none", "--percent-limit", "1.5"],
+                                 capture_output=True, text=True)
+            top = [l.rstrip() for l in rep.stdout.splitlines() if l.strip() and
+                   not l.startswith("#")][:15]
+            path = os.path.join(args.results_dir, "%s-%s-%s.txt" % (stem, w["name"], a.name))
+            with open(path, "w") as f:
+                f.write(rep.stdout)
+            lines.append("## %s under %s%s" % (w["name"], a.name, "" if r["rc"] == 0 else
+                                                 " (%s)" % failure_text(r)))
+            lines.append("")
+            lines.append("```")
+            lines.extend(top or ["(no samples)"])
+            lines.append("```")
+            lines.append("")
+            progress.step()
+    finally:
+        progress.end()
+        shutil.rmtree(tmp, ignore_errors=True)
+    sys.stdout.write("\n".join(lines) + "\nReports: %s/%s-*.txt\n"
+                     % (os.path.relpath(args.results_dir), stem))
+    return 0
+
+
+def run_instructions(args, workloads, allocs, ctx, meta, stem, ref_name, log):
+    """Instructions per operation: callgrind at sizes n and 2n, single
+    thread; the difference cancels start-up and exit."""
+    if not shutil.which("valgrind"):
+        raise SystemExit("harness: --instructions needs valgrind (apt-get install valgrind)")
+    tmp = tempfile.mkdtemp(prefix="brisk-callgrind-")
+    pairs = [(w, a) for w in workloads for a in allocs]
+    progress = Progress(2 * len(pairs), not args.quiet)
+    result = {}
+    try:
+        for w, a in pairs:
+            got = []
+            for k, n in enumerate((w["instr"], 2 * w["instr"])):
+                progress.show("callgrind %s / %s / size %d" % (w["name"], a.name, n), w["name"])
+                out = os.path.join(tmp, "%s-%s-%d.out" % (w["name"], a.name, k))
+                wrapper = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+                           "--dump-instr=no", "--compress-strings=no"]
+                argv = workload_argv(w, ctx["bin_dir"], n, 1, w.get("instr_extra"))
+                argv, preload = wrap(argv, a.preload(w, ctx["glibc_forward"]), wrapper)
+                child = Child(argv, child_env(a.name, 0), ctx["timeout"], None, preload)
+                ctx["current"] = child
+                r = child.wait()
+                ctx["current"] = None
+                res, _ = parse_output(r["stdout"])
+                ir = parse_callgrind_total(out) if os.path.exists(out) else None
+                if r["rc"] != 0 or not res or ir is None:
+                    got = None
+                    result[(w["name"], a.name)] = {"error": failure_text(r)}
+                    progress.step()
+                    break
+                got.append((ir, res.get("ops", 0)))
+                progress.step()
+            if got and len(got) == 2:
+                dops = got[1][1] - got[0][1]
+                result[(w["name"], a.name)] = {
+                    "instr_per_op": (got[1][0] - got[0][0]) / dops if dops > 0 else None,
+                    "ir": [g[0] for g in got], "ops": [g[1] for g in got]}
+    finally:
+        progress.end()
+        shutil.rmtree(tmp, ignore_errors=True)
+    baseline = {}
+    if args.instr_baseline and os.path.exists(args.instr_baseline):
+        with open(args.instr_baseline) as f:
+            baseline = json.load(f).get("instr_per_op", {})
+    lines = ["# brisk instructions per operation (callgrind, 1 thread, %s)" % meta["date"], "",
+             "Command: `%s`" % meta["command"], "",
+             "Instructions of the program at size 2n minus size n, divided by the extra "
+             "operations; a peer's ratio is to %s." % ref_name, ""]
+    header = ["workload"] + [a.name for a in allocs]
+    if baseline:
+        header.append("%s vs baseline" % ref_name)
+    rows = []
+    for w in workloads:
+        ref = result.get((w["name"], ref_name), {}).get("instr_per_op")
+        row = [w["name"]]
+        for a in allocs:
+            c = result.get((w["name"], a.name), {})
+            ipo = c.get("instr_per_op")
+            if ipo is None:
+                row.append("FAIL: " + c.get("error", "?"))
+            elif a.name == ref_name or not ref:
+                row.append("%.1f" % ipo)
+            else:
+                row.append("%.1f (%.2f)" % (ipo, ipo / ref))
+        if baseline:
+            b = baseline.get(w["name"])
+            row.append("-" if not (b and ref) else "%+.1f%% (was %.1f)" % ((ref / b - 1) * 100, b))
+        rows.append(row)
+    text = "\n".join(lines) + "\n" + md_table(header, rows) + "\n"
+    os.makedirs(args.results_dir, exist_ok=True)
+    pj = os.path.join(args.results_dir, stem + ".json")
+    doc = {"meta": meta, "reference": ref_name,
+           "cells": [dict(workload=w, alloc=a, **v) for (w, a), v in result.items()]}
+    with open(pj, "w") as f:
+        json.dump(doc, f, indent=1)
+    if args.save_instr:
+        rec = {"date": meta["date"], "allocator": ref_name, "instr_per_op": {
+            w["name"]: result.get((w["name"], ref_name), {}).get("instr_per_op")
+            for w in workloads}}
+        with open(args.save_instr, "w") as f:
+            json.dump(rec, f, indent=1)
+    sys.stdout.write(text + "\nFiles: %s\n" % os.path.relpath(pj))
+    failed = [v for (w, a), v in result.items() if a == ref_name and "error" in v]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        sys.exit(1)

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Tests of bench/harness.py that depend on no timing and on no allocator.
+
+The harness runs a fake workload (a shell script written here) under fake
+allocators named NAME=none: the script reports a time chosen from the
+allocator's name and the run number, so medians, ratios and geometric means
+have exact expected values, and it logs every run so the interleaving order
+can be checked. Unit tests cover the parsers and the statistics.
+
+ctest-labels: bench
+"""
+import csv
+import importlib.util
+import io
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+
+SOURCE_DIR = os.environ.get("BRISKTEST_SOURCE_DIR") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
+BUILD_DIR = os.environ.get("BRISKTEST_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+HARNESS = os.path.join(SOURCE_DIR, "bench", "harness.py")
+
+spec = importlib.util.spec_from_file_location("harness", HARNESS)
+harness = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(harness)  # puts bench/ on sys.path
+import runner  # noqa: E402  bench/runner.py: peers, workloads, children, redis
+
+# seconds each fake allocator reports for workload alpha; beta is twice that
+BASE = {"brisk": 1.0, "fast": 0.5, "slow": 2.0, "brisk-aa": 1.02}
+
+# The fake workload is a shell script: it starts in a millisecond, so the
+# whole file runs in seconds. Times are in milliseconds: base + 10 * run.
+FAKE = r'''#!/bin/sh
+name=$1; size=$2; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
+echo "$name $alloc $run ${LD_PRELOAD:--}" >> "$FAKE_LOG"
+case $alloc in
+  brisk) base=1000 ;; fast) base=500 ;; slow) base=2000 ;; brisk-aa) base=1020 ;;
+  broken) echo "CHECK FAILED: fake corruption" >&2; exit 3 ;;
+  crashy) kill -SEGV $$; exit 1 ;;
+  *) base=1 ;;
+esac
+[ "$name" = beta ] && base=$((base * 2))
+ms=$((base + 10 * run))
+secs=$(printf "%d.%03d" $((ms / 1000)) $((ms % 1000)))
+echo "METRIC id=$name.m value=$size other=$((ms / 100))"
+echo "some noise line that is not a result"
+echo "RESULT workload=$name threads=1 ops=$size secs=$secs check=ok"
+'''
+
+
+class Env:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="brisk-harness-test-")
+        self.fake = os.path.join(self.dir, "fake.sh")
+        with open(self.fake, "w") as f:
+            f.write(FAKE)
+        os.chmod(self.fake, 0o755)
+        self.log = os.path.join(self.dir, "log.txt")
+        self.workloads = os.path.join(self.dir, "workloads.json")
+        with open(self.workloads, "w") as f:
+            json.dump([{"name": n, "argv": [self.fake, n, "{size}"],
+                        "sizes": {"quick": 7, "default": 70, "full": 700}, "time": "reported"}
+                       for n in ("alpha", "beta")], f)
+        spawn_dir = os.path.join(BUILD_DIR, "bench")
+        self.bin_dir = spawn_dir if os.access(os.path.join(spawn_dir, "bench_spawn"), os.X_OK) \
+            else self.dir
+
+    def run(self, *args, stem="t", charts=False):
+        if os.path.exists(self.log):
+            os.unlink(self.log)
+        env = dict(os.environ, FAKE_LOG=self.log)
+        cmd = [sys.executable, HARNESS, "--workloads-file", self.workloads, "--results-dir",
+               os.path.join(self.dir, "results"), "--stem", stem, "--bin-dir", self.bin_dir,
+               "--no-install", "--quiet"] + ([] if charts else ["--no-charts"]) + list(args)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        return r
+
+    def logged(self):
+        with open(self.log) as f:
+            return [tuple(line.split()) for line in f if line.strip()]
+
+    def result(self, stem, ext):
+        return os.path.join(self.dir, "results", stem + ext)
+
+
+def expected_order(workloads, allocs, runs):
+    out = []
+    for w in workloads:
+        for r in range(runs):
+            for i in range(len(allocs)):
+                out.append((w, allocs[(i + r) % len(allocs)], r))
+    return out
+
+
+def close(a, b, tol=1e-6):
+    return a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+# ---------------------------------------------------------------- unit tests
+
+def test_parse_output():
+    res, metrics = runner.parse_output(
+        "hello\nMETRIC id=a.b p50_ns=10.5 p99_ns=20 note=x\n"
+        "RESULT workload=w threads=2 ops=100 secs=0.25 check=ok tsc_ghz=2.4\nMETRIC nope=1\n")
+    assert res["workload"] == "w" and res["ops"] == 100.0 and res["secs"] == 0.25
+    assert res["check"] == "ok"
+    assert metrics == {"a.b": {"p50_ns": 10.5, "p99_ns": 20.0}}, metrics
+    res, metrics = runner.parse_output("no result here\n")
+    assert res is None and metrics == {}
+
+
+def test_plan_interleaves_and_rotates():
+    ws = [{"name": "w1"}, {"name": "w2"}]
+    allocs = [runner.Allocator(n) for n in ("a", "b", "c")]
+    got = [(w["name"], a.name, r) for w, r, a in harness.plan(ws, allocs, 3)]
+    assert got == expected_order(["w1", "w2"], ["a", "b", "c"], 3), got
+    # every allocator runs once per run, and no allocator is always first
+    firsts = {got[i][1] for i in range(0, 9, 3)}
+    assert firsts == {"a", "b", "c"}
+
+
+def test_statistics():
+    assert harness.median([3, 1, 2]) == 2
+    assert harness.median([4, 1, 2, 3]) == 2.5
+    assert harness.median([]) is None
+    assert close(harness.geomean([2.0, 8.0]), 4.0)
+    assert close(harness.geomean([1.0, None, 4.0]), 2.0)
+    assert harness.geomean([]) is None
+    assert close(harness.ratio(3.0, 2.0), 1.5)
+    assert harness.ratio(None, 2.0) is None and harness.ratio(1.0, 0) is None
+
+
+def test_summarize():
+    ws = [{"name": "x"}, {"name": "y"}]
+    allocs = [runner.Allocator(n) for n in ("ref", "p", "ref-aa")]
+    recs = []
+    times = {"ref": [1.0, 3.0, 2.0], "p": [4.0, 5.0, 6.0], "ref-aa": [2.2, 2.2, 2.2]}
+    for w, k in (("x", 1), ("y", 2)):
+        for a, ts in times.items():
+            for r, t in enumerate(ts):
+                recs.append({"workload": w, "alloc": a, "run": r, "ok": True, "error": None,
+                             "time": t * k, "rss_kib": 1000 * (r + 1) * (2 if a == "p" else 1),
+                             "metrics": {"m": {"v": t}}})
+    recs.append({"workload": "y", "alloc": "p", "run": 3, "ok": False, "error": "signal SIGSEGV",
+                 "time": 0.1, "rss_kib": 5, "metrics": {}})
+    cells, geo, aa = harness.summarize(recs, ws, allocs, "ref", "ref-aa")
+    assert cells[("x", "ref")]["time"] == 2.0 and cells[("x", "p")]["time"] == 5.0
+    assert close(cells[("x", "p")]["time_ratio"], 2.5)
+    assert close(cells[("y", "p")]["time_ratio"], 2.5)  # the failed run is left out
+    assert cells[("y", "p")]["failed"] == 1 and cells[("y", "p")]["errors"] == ["signal SIGSEGV"]
+    assert close(cells[("x", "p")]["rss_ratio"], 2.0)
+    assert close(cells[("x", "ref")]["spread"], 1.0 / 2.0)  # MAD of 1,2,3 over 2
+    assert close(geo["p"]["time_ratio"], 2.5) and close(geo["ref"]["time_ratio"], 1.0)
+    assert close(aa["time_max_dev"], 0.1)
+    assert cells[("x", "p")]["metrics"] == {"m": {"v": 5.0}}
+
+
+def test_strace_and_callgrind_parsers():
+    text = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 60.00    0.000300          10        30           mmap
+ 30.00    0.000150          15        10         2 futex
+ 10.00    0.000050           5        10           munmap
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000500          10        50         2 total
+"""
+    assert harness.parse_strace_summary(text) == {"mmap": 30, "futex": 10, "munmap": 10}
+    d = tempfile.mkdtemp()
+    try:
+        p = os.path.join(d, "cg.out")
+        with open(p, "w") as f:
+            f.write("version: 1\ncmd: x\nevents: Ir\nfn=main\n0 12\nsummary: 123456\n")
+        assert harness.parse_callgrind_total(p) == 123456
+    finally:
+        shutil.rmtree(d)
+
+
+def test_resolve_custom_allocators_and_aa():
+    d = tempfile.mkdtemp()
+    try:
+        lib = os.path.join(d, "libfake.so.1")
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF fake")
+        allocs, notes = runner.resolve_allocators("brisk=%s,other=none" % lib,
+                                                   "/nonexistent", False, lambda m: None)
+        assert [a.name for a in allocs] == ["brisk", "other"] and notes == []
+        assert allocs[0].lib == lib and allocs[1].lib is None
+        w = {"needs_glibc_forward": True}
+        assert allocs[0].preload(w, "/x/glibc_forward.so") == lib
+        assert allocs[1].preload(w, "/x/glibc_forward.so") == "/x/glibc_forward.so"
+        assert allocs[1].preload({}, "/x/glibc_forward.so") is None
+        aa = runner.make_aa(allocs[0], d)
+        assert aa.name == "brisk-aa" and aa.lib != lib and os.path.exists(aa.lib)
+        with open(aa.lib, "rb") as f:
+            assert f.read() == b"\x7fELF fake"
+        for bad in ("a=/nonexistent/lib.so", "a,a", "nosuchpeer"):
+            try:
+                runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
+            except SystemExit:
+                continue
+            raise AssertionError("accepted --alloc %s" % bad)
+    finally:
+        shutil.rmtree(d)
+
+
+def test_resp_client():
+    a, b = socket.socketpair()
+    try:
+        b.sendall(b"+PONG\r\n$3\r\nabc\r\n*2\r\n$1\r\nx\r\n$-1\r\n:42\r\n-ERR no\r\n")
+        r = runner.RespReader(a)
+        assert r.read() == "PONG" and r.read() == b"abc" and r.read() == [b"x", None]
+        assert r.read() == 42 and isinstance(r.read(), RuntimeError)
+        assert runner.resp("SET", "k", b"v") == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
+    finally:
+        a.close()
+        b.close()
+
+
+# ---------------------------------------------------------- end-to-end runs
+
+def test_matrix_end_to_end(env):
+    r = env.run("--quick", "--alloc", "brisk=none,fast=none,slow=none", "--runs", "3")
+    assert r.returncode == 0, r.stderr + r.stdout
+    allocs = ["brisk", "fast", "slow", "brisk-aa"]
+    # interleaving: the order the fake workload saw is the documented plan
+    order = [(w, a, int(run)) for w, a, run, _ in env.logged()]
+    assert order == expected_order(["alpha", "beta"], allocs, 3), order
+    # no preload for NAME=none
+    assert all(p == "-" for _, _, _, p in env.logged())
+    # the summary CSV: medians, ratios, geometric means
+    rows = list(csv.DictReader(open(env.result("t", ".csv"))))
+    by = {(x["workload"], x["allocator"]): x for x in rows}
+    for w, k in (("alpha", 1), ("beta", 2)):
+        for a in allocs:
+            want = BASE[a] * k + 0.01  # median of base, base+0.01, base+0.02
+            got = float(by[(w, a)]["median_s"])
+            assert close(got, want, 1e-4), (w, a, got, want)
+            want_ratio = (BASE[a] * k + 0.01) / (BASE["brisk"] * k + 0.01)
+            assert close(float(by[(w, a)]["time_ratio_to_brisk"]), want_ratio, 1e-4)
+            assert by[(w, a)]["ok"] == "3" and by[(w, a)]["failed"] == "0"
+    for a in allocs:
+        want = math.sqrt(((BASE[a] + 0.01) / 1.01) * ((2 * BASE[a] + 0.01) / 2.01))
+        assert close(float(by[("geomean", a)]["time_ratio_to_brisk"]), want, 1e-4), a
+    # every run in the runs CSV, in order
+    runs = list(csv.DictReader(open(env.result("t", "-runs.csv"))))
+    assert [(x["workload"], x["allocator"], int(x["run"])) for x in runs] == \
+        expected_order(["alpha", "beta"], allocs, 3)
+    assert all(int(x["rss_kib"]) > 0 for x in runs)
+    # JSON: cells consistent with the raw runs (peak RSS medians too)
+    doc = json.load(open(env.result("t", ".json")))
+    assert doc["reference"] == "brisk" and doc["aa"] == "brisk-aa"
+    for c in doc["cells"]:
+        mine = [x for x in doc["runs"] if x["workload"] == c["workload"] and
+                x["alloc"] == c["alloc"]]
+        assert c["rss_kib"] == harness.median([x["rss_kib"] for x in mine])
+        assert close(c["metrics"][c["workload"] + ".m"]["value"], 7.0)
+    # markdown: both tables, geomean row, A/A line, details
+    out = r.stdout
+    assert "| workload | brisk | fast | slow | A/A | brisk spread |" in out, out
+    want_fast = math.sqrt((0.51 / 1.01) * (1.01 / 2.01))
+    assert "| **geomean** | **1.00** | **%.2f** |" % want_fast in out, out
+    assert "A/A check: brisk-aa" in out and "## Peak RSS" in out
+    assert "### alpha" in out and "alpha.m (value / other)" in out
+    # --dry-run prints the same plan without running anything
+    d = env.run("--quick", "--alloc", "brisk=none,fast=none,slow=none", "--runs", "3",
+                "--dry-run")
+    assert d.returncode == 0 and not os.path.exists(env.log)
+    got = [tuple(l.split()[1:]) for l in d.stdout.splitlines()]
+    assert got == [(w, a, str(run)) for w, a, run in
+                   expected_order(["alpha", "beta"], allocs, 3)], got
+
+
+def test_only_and_no_aa(env):
+    r = env.run("--quick", "--only", "beta", "--alloc", "slow=none,brisk=none", "--runs", "2",
+                "--no-aa", stem="only")
+    assert r.returncode == 0, r.stderr
+    assert {w for w, _, _, _ in env.logged()} == {"beta"}
+    assert {a for _, a, _, _ in env.logged()} == {"slow", "brisk"}
+    rows = list(csv.DictReader(open(env.result("only", ".csv"))))
+    by = {(x["workload"], x["allocator"]): x for x in rows}
+    assert close(float(by[("beta", "slow")]["time_ratio_to_brisk"]), 4.005 / 2.005, 1e-4)
+    assert "A/A" not in r.stdout
+    bad = env.run("--quick", "--only", "gamma", "--alloc", "brisk=none", stem="bad")
+    assert bad.returncode != 0 and "unknown workload" in bad.stderr
+
+
+def test_failures_reported(env):
+    r = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,broken=none,crashy=none",
+                "--runs", "2", stem="fail")
+    assert r.returncode == 0, r.stderr  # a peer failing does not fail the run
+    assert "FAIL: check failed (rc 3)" in r.stdout, r.stdout
+    assert "FAIL: signal SIGSEGV" in r.stdout, r.stdout
+    assert "## Failures" in r.stdout
+    rows = list(csv.DictReader(open(env.result("fail", ".csv"))))
+    by = {(x["workload"], x["allocator"]): x for x in rows}
+    assert by[("alpha", "broken")]["failed"] == "2" and by[("alpha", "broken")]["median_s"] == ""
+    strict = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,broken=none",
+                     "--runs", "1", "--strict", stem="strict")
+    assert strict.returncode == 1
+    ref_broken = env.run("--quick", "--only", "alpha", "--alloc", "broken=none,brisk=none",
+                         "--ref", "broken", "--runs", "1", stem="refbroken")
+    assert ref_broken.returncode == 1
+
+
+def test_preload_is_passed(env):
+    lib = None
+    for d in runner.LIB_DIRS:
+        p = os.path.join(d, "libm.so.6")
+        if os.path.exists(p):
+            lib = p
+            break
+    if not lib:
+        return "skipped (no libm.so.6 found)"
+    r = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,m=%s" % lib, "--runs", "1",
+                "--no-aa", stem="preload")
+    assert r.returncode == 0, r.stderr
+    seen = {a: p for _, a, _, p in env.logged()}
+    # the harness runs a snapshot copy of every non-system library, so a
+    # rebuild during the run cannot mix builds; the report names the source
+    assert seen["brisk"] == "-" and seen["m"] != lib, seen
+    assert seen["m"].endswith(os.sep + os.path.basename(lib)), seen
+    doc = json.load(open(env.result("preload", ".json")))
+    assert {a["name"]: a["lib"] for a in doc["allocators"]} == {"brisk": None, "m": lib}
+
+
+def test_charts(env):
+    if not harness.matplotlib_python():
+        return "skipped (no matplotlib)"
+    r = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,fast=none", "--runs", "1",
+                stem="charts", charts=True)
+    assert r.returncode == 0, r.stderr
+    for suffix in ("-time.png", "-rss.png"):
+        with open(env.result("charts", suffix), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_syscalls_mode(env):
+    if not shutil.which("strace"):
+        return "skipped (no strace)"
+    r = env.run("--syscalls", "--only", "alpha", "--alloc", "brisk=none", stem="sys")
+    if r.returncode != 0 and "ptrace" in (r.stderr + r.stdout).lower():
+        return "skipped (ptrace not permitted)"
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(env.result("sys", ".csv"))))
+    assert len(rows) == 1 and rows[0]["allocator"] == "brisk"
+    assert int(rows[0]["mmap"]) > 0, rows  # the shell maps its libraries
+    assert "| workload | allocator | mmap | munmap | madvise |" in r.stdout
+
+
+def main():
+    env = Env()
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
+    passed = failed = skipped = 0
+    try:
+        for name, fn in tests:
+            try:
+                res = fn(env) if fn.__code__.co_argcount else fn()
+                if isinstance(res, str) and res.startswith("skipped"):
+                    skipped += 1
+                    print("SKIP %s: %s" % (name, res))
+                else:
+                    passed += 1
+                    print("ok   %s" % name)
+            except Exception:  # report and go on
+                failed += 1
+                print("FAIL %s" % name)
+                traceback.print_exc(file=sys.stdout)
+    finally:
+        shutil.rmtree(env.dir, ignore_errors=True)
+    line = "%d passed, %d failed" % (passed, failed)
+    if skipped:
+        line += ", %d skipped" % skipped
+    print(line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
