@@ -1,0 +1,772 @@
+/* Bad input to the heap and arena API: each is reported with one exact
+ * line on stderr ("brisk: error: <function>(<pointer>): <reason>"), the
+ * call fails cleanly, and nothing else is damaged.
+ *
+ * ctest-labels: sanitize
+ *
+ * As in test_bad_input.c, the parent re-executes this binary
+ * (/proc/self/exe <scenario>) in a forked child with a clean environment
+ * (no BRISK_* variables except the scenario's), captures the child's
+ * stdout and stderr through pipes, and checks:
+ *   - stderr is exactly the expected line(s), in order: the child computes
+ *     each with printf("%p") and sends it on stdout before the bad call as
+ *       "EXPECT <line>"                      the whole line, or
+ *       "EXPECTR <prefix>\t<reason>\t<reason>..."  the prefix followed by one
+ *                                                of the reasons;
+ *   - the child printed "DONE" and exited 0 (it verified that the bad call
+ *     failed as documented, that blocks allocated before it are intact, and
+ *     that heaps and malloc still work), or, for the abort scenario, died by
+ *     SIGABRT right after the line.
+ * Run one scenario by hand: build/tests/test_heap_errors wrong_thread_malloc
+ */
+#define _GNU_SOURCE
+#include <brisk.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void *opaque_ptr(void *p) {
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
+
+/* ================================================================== */
+/* child side                                                          */
+
+static int g_child_fail;
+
+static void child_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void child_fail(const char *fmt, ...) {
+  g_child_fail = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("FAIL ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+}
+
+static void expect_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void expect_line(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  printf("EXPECT %s\n", line);
+  fflush(stdout);
+}
+
+/* The reasons a free of a destroyed heap's block may give: the memory is
+ * kept (in the segment cache) or already returned to the OS. */
+#define REASON_NOT_IN_USE "pointer into memory that is not in use (freed twice?)"
+#define REASON_NOT_OURS "pointer was not allocated by brisk"
+
+static void expect_freed_heap_block(const char *fn, void *p) {
+  printf("EXPECTR brisk: error: %s(%p): \t%s\t%s\n", fn, p, REASON_NOT_IN_USE, REASON_NOT_OURS);
+  fflush(stdout);
+}
+
+static unsigned char pat(size_t i, unsigned seed) { return (unsigned char)(i * 167u + seed * 31u + 3u); }
+static void fill(void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) ((unsigned char *)p)[i] = pat(i, seed);
+}
+static size_t check(const void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (((const unsigned char *)p)[i] != pat(i, seed)) return i;
+  return (size_t)-1;
+}
+
+/* Blocks allocated before the bad call, in the default heap (malloc and
+ * brisk_malloc) and in a heap of their own; all must be intact after. */
+static const size_t k_guard_sizes[] = {8, 16, 32, 48, 64, 100, 256, 1000, 4096, 10000, 70000, 300000, 3u << 20};
+enum { NGUARD = sizeof k_guard_sizes / sizeof k_guard_sizes[0] };
+static void *g_guard[NGUARD], *g_hguard[NGUARD];
+static brisk_heap_t *g_guard_heap;
+
+static void guards_alloc(void) {
+  g_guard_heap = brisk_heap_new();
+  if (!g_guard_heap) child_fail("brisk_heap_new for the guard heap failed");
+  for (int i = 0; i < NGUARD; i++) {
+    g_guard[i] = (i % 2) ? malloc(k_guard_sizes[i]) : brisk_malloc(k_guard_sizes[i]);
+    g_hguard[i] = g_guard_heap ? brisk_heap_malloc(g_guard_heap, k_guard_sizes[i]) : NULL;
+    if (!g_guard[i] || !g_hguard[i]) { child_fail("guard allocation of %zu failed", k_guard_sizes[i]); continue; }
+    fill(g_guard[i], k_guard_sizes[i], 100u + (unsigned)i);
+    fill(g_hguard[i], k_guard_sizes[i], 200u + (unsigned)i);
+  }
+}
+static void guards_check(const char *when) {
+  for (int i = 0; i < NGUARD; i++) {
+    if (g_guard[i]) {
+      size_t off = check(g_guard[i], k_guard_sizes[i], 100u + (unsigned)i);
+      if (off != (size_t)-1)
+        child_fail("%s: default-heap block of %zu bytes at %p changed at offset %zu", when, k_guard_sizes[i],
+                   g_guard[i], off);
+    }
+    if (g_hguard[i]) {
+      size_t off = check(g_hguard[i], k_guard_sizes[i], 200u + (unsigned)i);
+      if (off != (size_t)-1)
+        child_fail("%s: block of %zu bytes at %p of another heap changed at offset %zu", when, k_guard_sizes[i],
+                   g_hguard[i], off);
+    }
+  }
+}
+static void guards_free(void) {
+  for (int i = 0; i < NGUARD; i++) {
+    if (i % 2) free(g_guard[i]);
+    else brisk_free(g_guard[i]);
+    brisk_free(g_hguard[i]);
+  }
+  brisk_heap_destroy(g_guard_heap);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* After the bad call: a new heap, its arena and malloc hand out distinct
+ * blocks that keep their content. */
+static void workload_after(void) {
+  enum { N = 600 };
+  static void *b[N];
+  static size_t sz[N];
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new after the bad call failed"); return; }
+  brisk_arena_t *a = brisk_arena_new(h, 4096);
+  if (!a) child_fail("brisk_arena_new after the bad call failed");
+  for (int i = 0; i < N; i++) {
+    sz[i] = (size_t)(i % 37) * 24 + 8 + (size_t)(i % 5) * 1000;
+    if (i % 3 == 0) b[i] = brisk_heap_malloc(h, sz[i]);
+    else if (i % 3 == 1) b[i] = malloc(sz[i]);
+    else b[i] = a ? brisk_arena_alloc(a, sz[i], 16) : NULL;
+    if (!b[i]) { child_fail("allocation of %zu after the bad call returned NULL", sz[i]); continue; }
+    fill(b[i], sz[i], (unsigned)i);
+  }
+  static void *sorted[N];
+  memcpy(sorted, b, sizeof b);
+  qsort(sorted, N, sizeof sorted[0], cmp_ptr);
+  for (int i = 1; i < N; i++)
+    if (sorted[i] && sorted[i] == sorted[i - 1]) child_fail("block %p handed out twice after the bad call", sorted[i]);
+  for (int i = 0; i < N; i++) {
+    if (!b[i]) continue;
+    size_t off = check(b[i], sz[i], (unsigned)i);
+    if (off != (size_t)-1)
+      child_fail("block %d (%zu bytes at %p) allocated after the bad call was overwritten at offset %zu", i, sz[i],
+                 b[i], off);
+  }
+  guards_check("after the post-error workload");
+  for (int i = 0; i < N; i += 3) brisk_free(b[i]);
+  for (int i = 1; i < N; i += 3) free(b[i]);
+  brisk_arena_destroy(a);
+  brisk_heap_destroy(h);
+}
+
+static void finish(void) {
+  guards_check("after the bad call");
+  workload_after();
+  guards_free();
+  if (g_child_fail) exit(1);
+  printf("DONE\n");
+  fflush(stdout);
+  exit(0);
+}
+
+typedef struct {
+  const char *name;
+  const char *on_error; /* BRISK_ON_ERROR value or NULL */
+  int expect_abort;
+  void (*run)(void);
+} scenario_t;
+
+/* ---- allocating on a thread that did not create the heap ------------ */
+
+typedef enum { OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_ALIGNED } heap_op_t;
+static const char *const k_op_names[] = {"brisk_heap_malloc", "brisk_heap_calloc", "brisk_heap_realloc",
+                                         "brisk_heap_aligned_alloc"};
+
+static void *do_op(heap_op_t op, brisk_heap_t *h) {
+  switch (op) {
+    case OP_MALLOC: return brisk_heap_malloc(h, 48);
+    case OP_CALLOC: return brisk_heap_calloc(h, 3, 16);
+    case OP_REALLOC: return brisk_heap_realloc(h, NULL, 48);
+    case OP_ALIGNED: return brisk_heap_aligned_alloc(h, 256, 48);
+  }
+  return NULL;
+}
+
+typedef struct {
+  brisk_heap_t *h;
+  heap_op_t op;
+  void *result;
+  int err;
+} wt_arg_t;
+
+static void *wrong_thread_body(void *arg) {
+  wt_arg_t *w = arg;
+  errno = 0;
+  w->result = do_op(w->op, (brisk_heap_t *)opaque_ptr(w->h));
+  w->err = errno;
+  return NULL;
+}
+
+static void wrong_thread_common(heap_op_t op) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  enum { N = 50 };
+  void *mine[N];
+  for (int i = 0; i < N; i++) {
+    mine[i] = brisk_heap_malloc(h, 40 + (size_t)i * 8);
+    if (mine[i]) fill(mine[i], 40 + (size_t)i * 8, 300u + (unsigned)i);
+  }
+  expect_line("brisk: error: %s(%p): the heap allocates only on the thread that created it", k_op_names[op], (void *)h);
+  wt_arg_t w = {h, op, (void *)1, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, wrong_thread_body, &w);
+  pthread_join(t, NULL);
+  printf("AFTER\n");
+  fflush(stdout);
+  if (w.result != NULL) child_fail("%s on another thread returned %p, expected NULL", k_op_names[op], w.result);
+  if (w.err != EINVAL) child_fail("%s on another thread set errno %d, expected EINVAL (%d)", k_op_names[op], w.err, EINVAL);
+  /* the heap still works on its own thread, its blocks intact */
+  for (int i = 0; i < N; i++) {
+    if (!mine[i]) continue;
+    size_t off = check(mine[i], 40 + (size_t)i * 8, 300u + (unsigned)i);
+    if (off != (size_t)-1) child_fail("block %p of the heap changed at offset %zu", mine[i], off);
+  }
+  void *p = do_op(op, h);
+  if (!p) child_fail("%s on the heap's own thread failed after the error", k_op_names[op]);
+  else if (!brisk_owns(p)) child_fail("%s on the heap's own thread returned %p, not brisk's", k_op_names[op], p);
+  brisk_free(p);
+  for (int i = 0; i < N; i++) brisk_free(mine[i]);
+  brisk_heap_destroy(h);
+  finish();
+}
+static void sc_wrong_thread_malloc(void) { wrong_thread_common(OP_MALLOC); }
+static void sc_wrong_thread_aligned(void) { wrong_thread_common(OP_ALIGNED); }
+static void sc_wrong_thread_calloc(void) { wrong_thread_common(OP_CALLOC); }
+static void sc_wrong_thread_realloc(void) { wrong_thread_common(OP_REALLOC); }
+
+/* ---- a destroyed heap ---------------------------------------------- */
+
+static void destroyed_common(heap_op_t op) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  void *p = brisk_heap_malloc(h, 100);
+  if (p) memset(p, 1, 100);
+  brisk_heap_destroy(h);
+  /* no brisk_heap_new before the bad call: it would reuse h's object */
+  expect_line("brisk: error: %s(%p): the heap was destroyed", k_op_names[op], (void *)h);
+  errno = 0;
+  void *r = do_op(op, (brisk_heap_t *)opaque_ptr(h));
+  int err = errno;
+  printf("AFTER\n");
+  fflush(stdout);
+  if (r != NULL) child_fail("%s on a destroyed heap returned %p, expected NULL", k_op_names[op], r);
+  if (err != EINVAL) child_fail("%s on a destroyed heap set errno %d, expected EINVAL (%d)", k_op_names[op], err, EINVAL);
+  finish();
+}
+static void sc_destroyed_malloc(void) { destroyed_common(OP_MALLOC); }
+static void sc_destroyed_aligned(void) { destroyed_common(OP_ALIGNED); }
+static void sc_destroyed_calloc(void) { destroyed_common(OP_CALLOC); }
+static void sc_destroyed_realloc(void) { destroyed_common(OP_REALLOC); }
+
+static void sc_destroyed_stats_and_destroy(void) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  brisk_heap_destroy(h);
+  expect_line("brisk: error: brisk_heap_stats_json(%p): the heap was destroyed", (void *)h);
+  expect_line("brisk: error: brisk_heap_destroy(%p): the heap was destroyed", (void *)h);
+  char buf[256];
+  memset(buf, 'x', sizeof buf);
+  size_t n = brisk_heap_stats_json((brisk_heap_t *)opaque_ptr(h), buf, sizeof buf);
+  brisk_heap_destroy((brisk_heap_t *)opaque_ptr(h)); /* destroyed twice */
+  printf("AFTER\n");
+  fflush(stdout);
+  if (n != 0 || buf[0] != '\0')
+    child_fail("brisk_heap_stats_json on a destroyed heap returned %zu and \"%.20s\", expected 0 and \"\"", n, buf);
+  finish();
+}
+
+/* ---- pointers that are not heaps ------------------------------------ */
+
+static void not_a_heap_common(brisk_heap_t *bad) {
+  const char *fns[] = {"brisk_heap_malloc", "brisk_heap_aligned_alloc", "brisk_heap_stats_json", "brisk_heap_destroy"};
+  for (int i = 0; i < 4; i++) expect_line("brisk: error: %s(%p): not a heap made by brisk_heap_new", fns[i], (void *)bad);
+  errno = 0;
+  void *a = brisk_heap_malloc((brisk_heap_t *)opaque_ptr(bad), 32);
+  int ea = errno;
+  errno = 0;
+  void *b = brisk_heap_aligned_alloc((brisk_heap_t *)opaque_ptr(bad), 64, 32);
+  int eb = errno;
+  char buf[64] = "x";
+  size_t n = brisk_heap_stats_json((brisk_heap_t *)opaque_ptr(bad), buf, sizeof buf);
+  brisk_heap_destroy((brisk_heap_t *)opaque_ptr(bad));
+  printf("AFTER\n");
+  fflush(stdout);
+  if (a || ea != EINVAL) child_fail("brisk_heap_malloc(not a heap) = %p, errno %d (NULL, EINVAL expected)", a, ea);
+  if (b || eb != EINVAL) child_fail("brisk_heap_aligned_alloc(not a heap) = %p, errno %d (NULL, EINVAL expected)", b, eb);
+  if (n != 0 || buf[0] != '\0') child_fail("brisk_heap_stats_json(not a heap) returned %zu, \"%s\"", n, buf);
+}
+
+static void sc_not_a_heap_null(void) {
+  guards_alloc();
+  brisk_heap_destroy(NULL); /* like free(NULL): silent */
+  const char *fns[] = {"brisk_heap_malloc", "brisk_heap_aligned_alloc", "brisk_heap_stats_json"};
+  for (int i = 0; i < 3; i++) expect_line("brisk: error: %s((nil)): not a heap made by brisk_heap_new", fns[i]);
+  void *a = brisk_heap_malloc((brisk_heap_t *)opaque_ptr(NULL), 32);
+  void *b = brisk_heap_aligned_alloc((brisk_heap_t *)opaque_ptr(NULL), 64, 32);
+  char buf[64] = "x";
+  size_t n = brisk_heap_stats_json((brisk_heap_t *)opaque_ptr(NULL), buf, sizeof buf);
+  printf("AFTER\n");
+  fflush(stdout);
+  if (a || b || n != 0 || buf[0] != '\0') child_fail("NULL heap: malloc %p, aligned %p, stats %zu \"%s\"", a, b, n, buf);
+  finish();
+}
+
+static unsigned char g_zero_area[8192] __attribute__((aligned(64)));
+
+static void sc_not_a_heap_global(void) {
+  guards_alloc();
+  not_a_heap_common((brisk_heap_t *)g_zero_area);
+  for (size_t i = 0; i < sizeof g_zero_area; i++)
+    if (g_zero_area[i]) { child_fail("brisk wrote into the non-heap memory at offset %zu", i); break; }
+  finish();
+}
+
+static void sc_not_a_heap_block(void) {
+  guards_alloc();
+  unsigned char *blk = brisk_malloc(8192);
+  if (!blk) { child_fail("brisk_malloc failed"); finish(); }
+  memset(blk, 0xA5, 8192);
+  not_a_heap_common((brisk_heap_t *)blk);
+  for (size_t i = 0; i < 8192; i++)
+    if (blk[i] != 0xA5) { child_fail("brisk wrote into the non-heap block at offset %zu", i); break; }
+  brisk_free(blk);
+  finish();
+}
+
+/* ---- freeing a block after its heap was destroyed ------------------- */
+
+static void sc_free_after_destroy(void) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  size_t sizes[] = {32, 1000, 20000, 100000};
+  enum { NS = sizeof sizes / sizeof sizes[0] };
+  void *p[NS];
+  for (int i = 0; i < NS; i++) {
+    p[i] = brisk_heap_malloc(h, sizes[i]);
+    if (!p[i]) { child_fail("brisk_heap_malloc(h, %zu) failed", sizes[i]); finish(); }
+    fill(p[i], sizes[i], 7u + (unsigned)i);
+  }
+  void *q = brisk_heap_malloc(h, 64); /* freed with free(), not brisk_free */
+  void *keep_alive[200];
+  for (int i = 0; i < 200; i++) keep_alive[i] = brisk_heap_malloc(h, 48); /* die with the heap */
+  (void)keep_alive;
+  for (int i = 0; i < NS; i++) expect_freed_heap_block("brisk_free", p[i]);
+  expect_freed_heap_block("free", q);
+  brisk_heap_destroy(h);
+  for (int i = 0; i < NS; i++) brisk_free(opaque_ptr(p[i]));
+  free(opaque_ptr(q));
+  printf("AFTER\n");
+  fflush(stdout);
+  for (int i = 0; i < NS; i++)
+    if (brisk_owns(p[i])) child_fail("brisk_owns(%p) true for a block of a destroyed heap", p[i]);
+  finish();
+}
+
+static void *free_one_body(void *arg) {
+  brisk_free(arg);
+  return NULL;
+}
+
+static void sc_free_after_destroy_thread(void) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  void *p = brisk_heap_malloc(h, 96);
+  void *l = brisk_heap_malloc(h, 200000);
+  if (!p || !l) { child_fail("brisk_heap_malloc failed"); finish(); }
+  expect_freed_heap_block("brisk_free", p);
+  expect_freed_heap_block("brisk_free", l);
+  brisk_heap_destroy(h);
+  pthread_t t;
+  pthread_create(&t, NULL, free_one_body, p);
+  pthread_join(t, NULL);
+  pthread_create(&t, NULL, free_one_body, l);
+  pthread_join(t, NULL);
+  printf("AFTER\n");
+  fflush(stdout);
+  finish();
+}
+
+/* A huge block (> 2 MiB) of a destroyed heap: released with the heap, so
+ * freeing it afterwards is reported like the others. */
+static void sc_free_after_destroy_huge(void) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { child_fail("brisk_heap_new failed"); finish(); }
+  void *p = brisk_heap_malloc(h, 3u << 20);
+  if (!p) { child_fail("brisk_heap_malloc(h, 3 MiB) failed"); finish(); }
+  memset(p, 0x11, 3u << 20);
+  expect_freed_heap_block("brisk_free", p);
+  brisk_heap_destroy(h);
+  brisk_free(opaque_ptr(p));
+  printf("AFTER\n");
+  fflush(stdout);
+  finish();
+}
+
+/* ---- arenas ---------------------------------------------------------- */
+
+static void arena_bad_alignment_common(const size_t *bad, int nbad) {
+  guards_alloc();
+  brisk_heap_t *h = brisk_heap_new();
+  brisk_arena_t *a = h ? brisk_arena_new(h, 4096) : NULL;
+  if (!a) { child_fail("brisk_arena_new failed"); finish(); }
+  char *first = brisk_arena_alloc(a, 100, 16);
+  if (first) fill(first, 100, 5);
+  for (int i = 0; i < nbad; i++)
+    expect_line("brisk: error: brisk_arena_alloc(%p): alignment %zu is not a power of two", (void *)a, bad[i]);
+  void *r[8];
+  int e[8];
+  for (int i = 0; i < nbad; i++) {
+    errno = 0;
+    r[i] = brisk_arena_alloc((brisk_arena_t *)opaque_ptr(a), 10, bad[i]);
+    e[i] = errno;
+  }
+  printf("AFTER\n");
+  fflush(stdout);
+  for (int i = 0; i < nbad; i++)
+    if (r[i] || e[i] != EINVAL)
+      child_fail("brisk_arena_alloc(a, 10, %zu) = %p, errno %d (NULL, EINVAL expected)", bad[i], r[i], e[i]);
+  if (!first || check(first, 100, 5) != (size_t)-1) child_fail("the arena's first block changed");
+  char *next = brisk_arena_alloc(a, 100, 64);
+  if (!next || ((uintptr_t)next & 63) || next < first + 100) child_fail("the arena misbehaves after the error: %p", (void *)next);
+  brisk_arena_destroy(a);
+  brisk_heap_destroy(h);
+  finish();
+}
+static void sc_arena_bad_alignment(void) {
+  static const size_t bad[] = {24, 4097, 100000};
+  arena_bad_alignment_common(bad, 3);
+}
+/* Below 16 too: the API takes "a power of two, or 0 for 16". */
+static void sc_arena_bad_alignment_small(void) {
+  static const size_t bad[] = {3, 12};
+  arena_bad_alignment_common(bad, 2);
+}
+
+/* ---- correct use prints nothing -------------------------------------- */
+
+static void sc_clean(void) {
+  guards_alloc();
+  brisk_heap_destroy(NULL);
+  brisk_arena_destroy(NULL);
+  brisk_heap_t *h = brisk_heap_new();
+  void *p = brisk_heap_malloc(h, 10);
+  p = brisk_heap_realloc(h, p, 5000);
+  void *c = brisk_heap_calloc(h, 10, 10);
+  void *al = brisk_heap_aligned_alloc(h, 4096, 10);
+  char buf[512];
+  brisk_heap_stats_json(h, buf, sizeof buf);
+  brisk_arena_t *a = brisk_arena_new(h, 100);
+  for (int i = 0; i < 1000; i++) (void)brisk_arena_alloc(a, 100, (size_t)1 << (i % 12));
+  brisk_arena_reset(a);
+  brisk_arena_destroy(a);
+  brisk_free(p);
+  free(c);
+  brisk_free(al);
+  brisk_heap_destroy(h);
+  /* blocks of a live heap freed on another thread: not an error */
+  h = brisk_heap_new();
+  p = brisk_heap_malloc(h, 64);
+  pthread_t t;
+  pthread_create(&t, NULL, free_one_body, p);
+  pthread_join(t, NULL);
+  brisk_heap_destroy(h);
+  printf("AFTER\n");
+  finish();
+}
+
+static const scenario_t k_scenarios[] = {
+    {"clean", NULL, 0, sc_clean},
+    {"wrong_thread_malloc", NULL, 0, sc_wrong_thread_malloc},
+    {"wrong_thread_aligned", NULL, 0, sc_wrong_thread_aligned},
+    {"wrong_thread_calloc", NULL, 0, sc_wrong_thread_calloc},
+    {"wrong_thread_realloc", NULL, 0, sc_wrong_thread_realloc},
+    {"destroyed_malloc", NULL, 0, sc_destroyed_malloc},
+    {"destroyed_aligned", NULL, 0, sc_destroyed_aligned},
+    {"destroyed_calloc", NULL, 0, sc_destroyed_calloc},
+    {"destroyed_realloc", NULL, 0, sc_destroyed_realloc},
+    {"destroyed_stats_and_destroy", NULL, 0, sc_destroyed_stats_and_destroy},
+    {"not_a_heap_null", NULL, 0, sc_not_a_heap_null},
+    {"not_a_heap_global", NULL, 0, sc_not_a_heap_global},
+    {"not_a_heap_block", NULL, 0, sc_not_a_heap_block},
+    {"free_after_destroy", NULL, 0, sc_free_after_destroy},
+    {"free_after_destroy_thread", NULL, 0, sc_free_after_destroy_thread},
+    {"free_after_destroy_huge", NULL, 0, sc_free_after_destroy_huge},
+    {"arena_bad_alignment", NULL, 0, sc_arena_bad_alignment},
+    {"arena_bad_alignment_small", NULL, 0, sc_arena_bad_alignment_small},
+    {"abort_wrong_thread", "abort", 1, sc_wrong_thread_malloc},
+    {"abort_destroyed", "abort", 1, sc_destroyed_malloc},
+};
+enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
+
+/* ================================================================== */
+/* parent side                                                         */
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} buf_t;
+
+static void buf_add(buf_t *b, const char *s, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t nc = (b->len + n + 1) * 2;
+    char *d = realloc(b->data, nc);
+    if (!d) { fprintf(stderr, "test_heap_errors: out of memory\n"); exit(2); }
+    b->data = d;
+    b->cap = nc;
+  }
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+static void show(const char *label, const char *s) {
+  printf("      %s: \"", label);
+  for (; s && *s; s++) {
+    if (*s == '\n') printf("\\n");
+    else if (*s == '\t') printf(" | ");
+    else if ((unsigned char)*s < 0x20) printf("\\x%02x", (unsigned char)*s);
+    else putchar(*s);
+  }
+  printf("\"\n");
+}
+
+enum { MAXE = 16 };
+typedef struct {
+  char *text;    /* exact line, or the prefix */
+  char *reasons; /* NULL for an exact line; else tab-separated alternatives */
+} expect_t;
+
+/* Does the stderr line [e, e+len) match x? */
+static int line_matches(const char *e, size_t len, const expect_t *x) {
+  size_t tl = strlen(x->text);
+  if (!x->reasons) return len == tl && strncmp(e, x->text, tl) == 0;
+  if (len <= tl || strncmp(e, x->text, tl) != 0) return 0;
+  const char *rest = e + tl;
+  size_t rl = len - tl;
+  const char *r = x->reasons;
+  while (*r) {
+    const char *tab = strchr(r, '\t');
+    size_t n = tab ? (size_t)(tab - r) : strlen(r);
+    if (n == rl && strncmp(rest, r, n) == 0) return 1;
+    if (!tab) break;
+    r = tab + 1;
+  }
+  return 0;
+}
+
+static int run_scenario(const scenario_t *sc) {
+  int out[2], err[2];
+  if (pipe(out) || pipe(err)) { perror("pipe"); return 1; }
+  int n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc((size_t)n + 2, sizeof *envp);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (strncmp(environ[i], "BRISK_", 6) != 0) envp[k++] = environ[i];
+  char onerr[64];
+  if (sc->on_error) {
+    snprintf(onerr, sizeof onerr, "BRISK_ON_ERROR=%s", sc->on_error);
+    envp[k++] = onerr;
+  }
+  envp[k] = NULL;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); return 1; }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl);
+    char *argv[] = {(char *)"test_heap_errors", (char *)sc->name, NULL};
+    execve("/proc/self/exe", argv, envp);
+    _exit(127);
+  }
+  free(envp);
+  close(out[1]);
+  close(err[1]);
+  buf_t bo = {0}, be = {0};
+  buf_add(&bo, "", 0);
+  buf_add(&be, "", 0);
+  struct pollfd pf[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  time_t deadline = time(NULL) + 30;
+  int timed_out = 0;
+  while (open_fds > 0) {
+    int r = poll(pf, 2, 1000);
+    if (r < 0 && errno == EINTR) continue;
+    if (time(NULL) > deadline) { timed_out = 1; kill(pid, SIGKILL); break; }
+    for (int i = 0; i < 2; i++) {
+      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char tmp[4096];
+      ssize_t got = read(pf[i].fd, tmp, sizeof tmp);
+      if (got <= 0) { close(pf[i].fd); pf[i].fd = -1; open_fds--; continue; }
+      buf_add(i == 0 ? &bo : &be, tmp, (size_t)got);
+    }
+  }
+  for (int i = 0; i < 2; i++) if (pf[i].fd >= 0) close(pf[i].fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  buf_t want = {0};
+  buf_add(&want, "", 0);
+  expect_t exp[MAXE];
+  int nexp = 0;
+  int done = 0, after = 0;
+  char *save = NULL;
+  char *copy = strdup(bo.data);
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int is_r = strncmp(line, "EXPECTR ", 8) == 0;
+    if (is_r || strncmp(line, "EXPECT ", 7) == 0) {
+      char *t = line + (is_r ? 8 : 7);
+      char *reasons = NULL;
+      if (is_r) {
+        char *tab = strchr(t, '\t');
+        if (tab) { *tab = '\0'; reasons = tab + 1; }
+        else reasons = (char *)"";
+      }
+      buf_add(&want, t, strlen(t));
+      if (reasons) {
+        buf_add(&want, "{", 1);
+        buf_add(&want, reasons, strlen(reasons));
+        buf_add(&want, "}", 1);
+      }
+      buf_add(&want, "\n", 1);
+      if (nexp < MAXE) { exp[nexp].text = t; exp[nexp].reasons = reasons; nexp++; }
+    } else if (strcmp(line, "DONE") == 0) {
+      done = 1;
+    } else if (strcmp(line, "AFTER") == 0) {
+      after = 1;
+    }
+  }
+  int stderr_ok = 1;
+  {
+    const char *e = be.data;
+    int i = 0;
+    while (*e) {
+      const char *nl = strchr(e, '\n');
+      if (!nl || i >= nexp) { stderr_ok = 0; break; }
+      size_t len = (size_t)(nl - e);
+      if (!line_matches(e, len, &exp[i]) || memchr(e, '\r', len)) { stderr_ok = 0; break; }
+      e = nl + 1;
+      i++;
+    }
+    /* with BRISK_ON_ERROR=abort the process stops at the first line */
+    if (sc->expect_abort ? i != 1 : i != nexp) stderr_ok = 0;
+  }
+
+  int ok = 1;
+  char why[512] = "";
+  if (timed_out) {
+    ok = 0;
+    snprintf(why, sizeof why, "child did not finish within 30 s (hang or deadlock after the bad call?)");
+  } else if (sc->expect_abort) {
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
+      ok = 0;
+      if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child died by signal %d (%s), expected SIGABRT",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+      else
+        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child exited with status %d instead of SIGABRT%s",
+                 WEXITSTATUS(status), after ? " (it continued after the bad call)" : "");
+    } else if (after) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child continued after the bad call before aborting");
+    }
+  } else {
+    if (WIFSIGNALED(status)) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child was killed by signal %d (%s)%s", WTERMSIG(status),
+               strsignal(WTERMSIG(status)), after ? " after the bad call" : " during the bad call");
+    } else if (WEXITSTATUS(status) != 0 || !done) {
+      ok = 0;
+      snprintf(why, sizeof why, "the child exited with status %d%s", WEXITSTATUS(status),
+               done ? "" : " without finishing its checks");
+    }
+  }
+  if (nexp == 0 && strcmp(sc->name, "clean") != 0 && ok) {
+    ok = 0;
+    snprintf(why, sizeof why, "internal: the child sent no expected line");
+  }
+  if (!stderr_ok) ok = 0;
+
+  if (ok) {
+    printf("[heap_errors] %-30s ok%s\n", sc->name, sc->expect_abort ? " (SIGABRT)" : "");
+  } else {
+    printf("[heap_errors] %-30s FAILED%s%s\n", sc->name, why[0] ? ": " : "", why);
+    if (!stderr_ok) {
+      printf("      stderr differs from the expected error line(s)%s\n",
+             sc->expect_abort ? " (with abort: the first line only)" : "");
+      show("expected", want.data);
+      show("got     ", be.data);
+    }
+    for (char *s = bo.data; (s = strstr(s, "FAIL ")) != NULL; s++) {
+      char *e = strchr(s, '\n');
+      printf("      child: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
+      if (!e) break;
+    }
+    printf("      reproduce: %sbuild/tests/test_heap_errors %s\n", sc->on_error ? "BRISK_ON_ERROR=abort " : "",
+           sc->name);
+  }
+  fflush(stdout);
+  free(bo.data);
+  free(be.data);
+  free(want.data);
+  free(copy);
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    alarm(25);
+    for (int i = 0; i < NSCEN; i++)
+      if (strcmp(argv[1], k_scenarios[i].name) == 0) {
+        k_scenarios[i].run();
+        return 0; /* run() exits */
+      }
+    fprintf(stderr, "test_heap_errors: unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  int failed = 0;
+  for (int i = 0; i < NSCEN; i++) failed += run_scenario(&k_scenarios[i]);
+  if (failed) {
+    printf("[heap_errors] FAILED: %d of %d scenarios\n", failed, (int)NSCEN);
+    return 1;
+  }
+  printf("[heap_errors] all %d scenarios passed\n", (int)NSCEN);
+  return 0;
+}
