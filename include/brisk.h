@@ -61,6 +61,13 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
  * of after the purge delay. */
 BRISK_API void brisk_collect(void);
 
+/* Testing: make brisk's requests for memory from the OS fail, as when the
+ * system has none left: every one after `fail_after` more (negative: no
+ * such limit) and each with probability fail_per_million / 10^6.
+ * brisk_fault_injection(-1, 0) switches it off. Also set at start-up by
+ * BRISK_FAULT_AFTER and BRISK_FAULT_RATE. */
+BRISK_API void brisk_fault_injection(long fail_after, unsigned fail_per_million);
+
 /* ---------------------------------------------------------------------------
  * First-class heaps. A heap allocates on the thread that created it (any
  * other thread's allocation is reported and fails); its blocks are freed

@@ -3,7 +3,7 @@
 # Runs apt-get only as root and only for packages that are missing;
 # otherwise it says what is missing and how to install it.
 set -u
-PKGS=(cmake gcc g++ make pkg-config python3 strace valgrind
+PKGS=(cmake gcc g++ make pkg-config python3 strace valgrind clang libclang-rt-14-dev
       libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
       libzmq3-dev redis-server redis-tools python3-matplotlib)
 missing=()

@@ -96,6 +96,10 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
     foreign_free(p);
     return q;
   }
+  if (atomic_load_relaxed(&seg->owner_tid) == os_thread_id() && block_is_free_here(pg, p)) {
+    report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
+    return NULL;
+  }
   size_t usable = page_usable_size(pg);
   if (pg->flags & PAGE_HUGE) {
     if (size > LARGE_MAX && huge_try_resize(pg, size)) return p;
@@ -109,7 +113,8 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
       atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    size_t slices = (size + SLICE_SIZE - 1) >> SLICE_SHIFT;
+    size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+    size_t slices = (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
     if (span_try_grow(&h->segments, pg, slices)) {
       pg->block_size = (uint32_t)pg->span_bytes;
       return p;

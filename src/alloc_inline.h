@@ -11,6 +11,7 @@
 
 #include "atomics.h"
 #include "free.h"
+#include "hardened.h"
 #include "heap.h"
 #include "platform.h"
 #include "registry.h"
@@ -25,7 +26,7 @@ BRISK_INLINE void *malloc_inline(size_t size) {
   return malloc_slow(size);
 }
 
-BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
+BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup_wrapped(a);
   if (BRISK_UNLIKELY(seg == NULL)) {
@@ -42,6 +43,20 @@ BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
     return;
   }
   free_slow(p, seg, fn);
+}
+
+/* A release through fn: the hardened build first checks how the block was
+ * allocated against fn. */
+BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
+  if (BRISK_HARDENED && p != NULL && !hardened_release_ok(p, fn, false, 0, 0)) return;
+  free_raw(p, fn);
+}
+
+/* A sized release (free_sized, sized operator delete): the hardened build
+ * also checks the size against the block. */
+BRISK_INLINE void free_sized_inline(void *p, size_t size, size_t alignment, brisk_fn_t fn) {
+  if (BRISK_HARDENED && p != NULL && !hardened_release_ok(p, fn, true, size, alignment)) return;
+  free_raw(p, fn);
 }
 
 #endif

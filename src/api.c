@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "alloc_inline.h"
+#include "platform.h"
 #include "stats.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
@@ -14,7 +15,9 @@ BRISK_EXPORT void *brisk_malloc(size_t size) { return malloc_inline(size); }
 
 BRISK_EXPORT void brisk_free(void *p) { free_inline(p, FN_BRISK_FREE); }
 
-BRISK_EXPORT void brisk_free_sized(void *p, size_t size) { free_inline(p, FN_BRISK_FREE_SIZED); }
+BRISK_EXPORT void brisk_free_sized(void *p, size_t size) {
+  free_sized_inline(p, size, 0, FN_BRISK_FREE_SIZED);
+}
 
 BRISK_EXPORT void *brisk_calloc(size_t count, size_t size) { return alloc_calloc(count, size); }
 
@@ -49,3 +52,7 @@ BRISK_EXPORT void brisk_stats_print(FILE *out) {
 BRISK_EXPORT size_t brisk_stats_json(char *buf, size_t len) { return stats_json(buf, len); }
 
 BRISK_EXPORT void brisk_collect(void) { alloc_collect(); }
+
+BRISK_EXPORT void brisk_fault_injection(long fail_after, unsigned fail_per_million) {
+  os_fault_injection(fail_after < 0 ? -1 : (int64_t)fail_after, fail_per_million);
+}

@@ -17,6 +17,15 @@
 #define BRISK_DEBUG_LEVEL 0
 #endif
 
+/* The hardened build (libbrisk-hardened.so) compiles with BRISK_HARDENED=1;
+ * its extra checks are `if (BRISK_HARDENED)` blocks that vanish otherwise. */
+#ifndef BRISK_HARDENED
+#define BRISK_HARDENED 0
+#endif
+#define HARDENED_GUARD ((size_t)4096)     /* a PROT_NONE page */
+#define HARDENED_FILL 0xdf                /* freed memory, checked on reuse */
+#define HARDENED_FILL_MAX ((size_t)1024)  /* bytes of a block filled and checked */
+
 /* Assertions in tiers: 1 cheap, 2 internal consistency, 3 expensive. */
 #define brisk_assert_tier(tier, cond)                                          \
   do {                                                                        \

@@ -19,6 +19,10 @@ static const char *const fn_names[FN_COUNT] = {
     [FN_BRISK_REALLOC] = "brisk_realloc",
     [FN_BRISK_USABLE_SIZE] = "brisk_usable_size",
     [FN_BRISK_FREE_SIZED] = "brisk_free_sized",
+    [FN_DELETE] = "operator delete",
+    [FN_DELETE_ARRAY] = "operator delete[]",
+    [FN_DELETE_SIZED] = "operator delete",
+    [FN_DELETE_ARRAY_SIZED] = "operator delete[]",
 };
 
 const char *fn_name(brisk_fn_t fn) { return fn < FN_COUNT ? fn_names[fn] : "free"; }
@@ -32,11 +36,29 @@ static void report_not_ours(const void *p, brisk_fn_t fn) {
   report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
 }
 
+bool block_is_free_here(page_t *pg, const void *p) {
+  const block_t *b = p;
+  return block_looks_free(b) && page_lists_contain(pg, b);
+}
+
 page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup(a);
   *seg_out = seg;
   if (seg == NULL) return NULL;
+  if (seg->kind == SEGMENT_RETIRED) {
+    if (foreign_usable_size(p) != 0) { /* the address is glibc's now */
+      *seg_out = NULL;
+      return NULL;
+    }
+    if (seg == &brisk_segment_destroyed)
+      report_error("%s(%p): block of a destroyed heap (its memory went back to the OS)",
+                   fn_name(fn), p);
+    else
+      report_error("%s(%p): pointer into memory that brisk returned to the OS (freed twice?)",
+                   fn_name(fn), p);
+    return NULL;
+  }
   if (seg->kind == SEGMENT_HUGE && a - (uintptr_t)seg >= seg->mapped_size) {
     /* Past the end of a huge mapping, in the rest of its last 4 MiB. */
     *seg_out = NULL;
@@ -44,6 +66,10 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
   }
   page_t *pg = page_of(seg, a);
   if (!(pg->flags & PAGE_IN_USE)) {
+    if (seg->destroyed) {
+      report_error("%s(%p): block of a destroyed heap", fn_name(fn), p);
+      return NULL;
+    }
     if (seg->kind == SEGMENT_NORMAL && ((a >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)) == 0)
       report_not_ours(p, fn);
     else
@@ -78,18 +104,6 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
   return pg;
 }
 
-/* Is b on this list of the page? Stops at the end, at a link that leaves
- * the page, or after as many steps as the page has blocks. */
-static bool page_list_contains(const page_t *pg, const block_t *list, const block_t *b) {
-  const block_t *end = page_list_end(pg);
-  for (uint32_t n = 0; list != end && n <= pg->reserved; n++) {
-    if (list == b) return true;
-    if (!page_holds_block(pg, list)) return false;
-    list = block_next(list);
-  }
-  return false;
-}
-
 void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
   segment_t *seg;
   page_t *pg = block_check(p, fn, &seg);
@@ -108,8 +122,7 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
       report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
       return;
     }
-    if (block_looks_free(b) && (page_list_contains(pg, pg->free, b) ||
-                                page_list_contains(pg, pg->local_free, b))) {
+    if (block_looks_free(b) && page_lists_contain(pg, b)) {
       report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
       return;
     }

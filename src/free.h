@@ -12,6 +12,7 @@
 typedef enum brisk_fn {
   FN_FREE, FN_REALLOC, FN_USABLE_SIZE, FN_FREE_SIZED,
   FN_BRISK_FREE, FN_BRISK_REALLOC, FN_BRISK_USABLE_SIZE, FN_BRISK_FREE_SIZED,
+  FN_DELETE, FN_DELETE_ARRAY, FN_DELETE_SIZED, FN_DELETE_ARRAY_SIZED,
   FN_COUNT
 } brisk_fn_t;
 
@@ -26,6 +27,8 @@ BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
  * is not one (the report names fn). *seg_out gets p's segment. */
 BRISK_INTERNAL page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out);
 BRISK_INTERNAL size_t page_usable_size(const page_t *pg);
+/* A block of pg, owned by the calling thread, that is on pg's free lists. */
+BRISK_INTERNAL bool block_is_free_here(page_t *pg, const void *p);
 
 /* Memory of the allocator that served the process before brisk. */
 BRISK_INTERNAL size_t foreign_usable_size(const void *p); /* 0: not such memory */

@@ -6,6 +6,7 @@
 #include "atomics.h"
 #include "heap.h"
 #include "platform.h"
+#include "registry.h"
 #include "report.h"
 #include "counters.h"
 
@@ -126,7 +127,9 @@ static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) 
   uintptr_t tag = (uintptr_t)(gen & 0xffff) << INBOX_GEN_SHIFT;
   do {
     if ((old & ~INBOX_PTR_MASK) != tag) return false;
-    block_set_next(tail, (block_t *)(old & INBOX_PTR_MASK));
+    /* keep the tail's suspect bit */
+    block_set_remote_next(tail, (block_t *)(old & INBOX_PTR_MASK),
+                          (block_remote_link(tail) & REMOTE_LINK_SUSPECT) != 0);
   } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
   STAT_COUNT(remote_batches, 1);
   return true;
@@ -152,8 +155,10 @@ void heap_flush_outbox(heap_t *h) {
 
 void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
   STAT_COUNT(remote_frees, 1);
+  /* Already on a list of its page? Only the owner may look; tell it. */
+  bool suspect = block_looks_free(b);
   if (me == NULL) {
-    block_set_next(b, NULL);
+    block_set_remote_next(b, NULL, suspect);
     inbox_push(dst, (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT), b, b);
     if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
     return;
@@ -166,11 +171,23 @@ void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
     slot->dst = dst;
     slot->generation = gen;
   }
-  block_set_next(b, slot->head);
+  block_set_remote_next(b, slot->head, suspect);
   slot->head = b;
   if (slot->tail == NULL) slot->tail = b;
   me->outbox_pending = 1;
   if (++slot->count >= OUTBOX_BATCH || urgent) outbox_flush_slot(slot);
+}
+
+/* Could `b` be the next block of a chain bound for h? */
+static bool remote_link_plausible(heap_t *h, block_t *b) {
+  if (((uintptr_t)b & 15) != 0) return false;
+  segment_t *seg = registry_lookup((uintptr_t)b);
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return false;
+  if (atomic_load_relaxed(&seg->heap) != h) return false;
+  page_t *pg = page_of(seg, (uintptr_t)b);
+  if (!(pg->flags & PAGE_IN_USE)) return false;
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return (uint8_t *)b == pg->start;
+  return page_holds_block(pg, b);
 }
 
 void heap_drain_inbox(heap_t *h) {
@@ -179,9 +196,26 @@ void heap_drain_inbox(heap_t *h) {
   v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
   block_t *b = (block_t *)(v & INBOX_PTR_MASK);
   while (b != NULL) {
-    block_t *next = block_next(b);
-    segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
-    free_local(page_of(seg, (uintptr_t)b), b);
+    uintptr_t link = block_remote_link(b);
+    block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
+    if (next != NULL && !remote_link_plausible(h, next)) {
+      /* Its link is no chain link any more: the block was freed again (or
+       * written) after another thread had freed it. Leave it and the rest
+       * of the chain alone rather than free a block twice. */
+      report_error("free(%p): a block freed by another thread was freed again or written "
+                   "before its owner took it back (double free?)", (void *)b);
+      return;
+    }
+    /* The registry, not the address mask: a huge block aligned to 4 MiB or
+     * more starts past the first 4 MiB of its mapping. */
+    segment_t *seg = registry_lookup((uintptr_t)b);
+    page_t *pg = page_of(seg, (uintptr_t)b);
+    if (BRISK_UNLIKELY(link & REMOTE_LINK_SUSPECT) && page_lists_contain(pg, b)) {
+      report_error("free(%p): double free (size class %zu), the second from another thread",
+                   (void *)b, (size_t)pg->block_size);
+    } else {
+      free_local(pg, b);
+    }
     b = next;
   }
 }
@@ -257,7 +291,8 @@ void heap_orphan_others(uintptr_t tid) {
 static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   /* Large blocks freed by other threads come back through the inbox. */
   heap_drain_inbox(h);
-  size_t slices = (size + SLICE_SIZE - 1) >> SLICE_SHIFT;
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  size_t slices = (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
   page_t *pg = span_alloc(&h->segments, slices, align_slices);
   if (pg == NULL) {
@@ -265,6 +300,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
     pg = span_alloc(&h->segments, slices, align_slices);
     if (pg == NULL) return NULL;
   }
+  if (BRISK_HARDENED) span_guard_tail(pg);
   /* One block: inv 1, shift 0 make the index the offset itself, so only
    * offset 0 passes the fast path's index < reserved check. */
   pg->block_size = (uint32_t)pg->span_bytes;

@@ -73,6 +73,9 @@ void options_init(void) {
   }
   report_set_abort_on_error(brisk_options.on_error == ON_ERROR_ABORT);
   if (brisk_options.show_stats) os_keep_stderr();
+  if (brisk_options.fault_after >= 0 || brisk_options.fault_rate > 0)
+    os_fault_injection(brisk_options.fault_after,
+                       (uint32_t)(brisk_options.fault_rate < 0 ? 0 : brisk_options.fault_rate));
   if (brisk_options.verbose) {
 #define BRISK_OPTION_SHOW(field, NAME, def, desc) \
     report_info("option BRISK_" #NAME "=%d (%s)", (int)brisk_options.field, desc);

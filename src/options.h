@@ -16,7 +16,11 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
   X(on_error, ON_ERROR, ON_ERROR_REPORT,                                          \
     "on bad input: report (print and continue) or abort")                        \
   X(segment_cache, SEGMENT_CACHE, 8,                                            \
-    "empty 4 MiB segments kept mapped for reuse (their pages are purged)")
+    "empty 4 MiB segments kept mapped for reuse (their pages are purged)")     \
+  X(fault_after, FAULT_AFTER, -1,                                               \
+    "testing: OS memory requests fail after this many (-1: never)")            \
+  X(fault_rate, FAULT_RATE, 0,                                                  \
+    "testing: OS memory requests fail with this probability per million")
 
 typedef struct brisk_options_s {
 #define BRISK_OPTION_FIELD(field, NAME, def, desc) int64_t field;

@@ -86,9 +86,9 @@ BRISK_EXPORT void *pvalloc(size_t size) {
 BRISK_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p, FN_USABLE_SIZE); }
 
 /* C23 */
-BRISK_EXPORT void free_sized(void *p, size_t size) { free_inline(p, FN_FREE_SIZED); }
+BRISK_EXPORT void free_sized(void *p, size_t size) { free_sized_inline(p, size, 0, FN_FREE_SIZED); }
 BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
-  free_inline(p, FN_FREE_SIZED);
+  free_sized_inline(p, size, alignment, FN_FREE_SIZED);
 }
 
 /* Is the `malloc` this process calls the one above? Through the GOT,

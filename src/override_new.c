@@ -32,38 +32,55 @@ static inline void *new_aligned(size_t size, size_t alignment, int nothrow) {
   return brisk_new_retry(size, alignment, nothrow);
 }
 
-/* operator new / new[] */
-BRISK_EXPORT void *_Znwm(size_t size) { return new_plain(size); }
-BRISK_EXPORT void *_Znam(size_t size) { return new_plain(size); }
-BRISK_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) { return new_nothrow(size); }
-BRISK_EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) { return new_nothrow(size); }
-BRISK_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t al) { return new_aligned(size, al, 0); }
-BRISK_EXPORT void *_ZnamSt11align_val_t(size_t size, size_t al) { return new_aligned(size, al, 0); }
-BRISK_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t al, const void *tag) {
-  return new_aligned(size, al, 1);
-}
-BRISK_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t al, const void *tag) {
-  return new_aligned(size, al, 1);
+static inline void *marked(void *p, enum alloc_kind kind) {
+  if (BRISK_HARDENED) hardened_mark(p, kind);
+  return p;
 }
 
-/* operator delete / delete[]: every form frees through the same path. */
-BRISK_EXPORT void _ZdlPv(void *p) { free_inline(p, FN_FREE); }
-BRISK_EXPORT void _ZdaPv(void *p) { free_inline(p, FN_FREE); }
-BRISK_EXPORT void _ZdlPvm(void *p, size_t size) { free_inline(p, FN_FREE_SIZED); }
-BRISK_EXPORT void _ZdaPvm(void *p, size_t size) { free_inline(p, FN_FREE_SIZED); }
-BRISK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_FREE); }
-BRISK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_FREE); }
+/* operator new / new[] */
+BRISK_EXPORT void *_Znwm(size_t size) { return marked(new_plain(size), KIND_NEW); }
+BRISK_EXPORT void *_Znam(size_t size) { return marked(new_plain(size), KIND_NEW_ARRAY); }
+BRISK_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) {
+  return marked(new_nothrow(size), KIND_NEW);
+}
+BRISK_EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) {
+  return marked(new_nothrow(size), KIND_NEW_ARRAY);
+}
+BRISK_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t al) {
+  return marked(new_aligned(size, al, 0), KIND_NEW);
+}
+BRISK_EXPORT void *_ZnamSt11align_val_t(size_t size, size_t al) {
+  return marked(new_aligned(size, al, 0), KIND_NEW_ARRAY);
+}
+BRISK_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t al, const void *tag) {
+  return marked(new_aligned(size, al, 1), KIND_NEW);
+}
+BRISK_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t al, const void *tag) {
+  return marked(new_aligned(size, al, 1), KIND_NEW_ARRAY);
+}
+
+/* operator delete / delete[]: every form frees through the same path; the
+ * hardened build checks the form against the new that made the block, and
+ * the size of the sized forms. */
+BRISK_EXPORT void _ZdlPv(void *p) { free_inline(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPv(void *p) { free_inline(p, FN_DELETE_ARRAY); }
+BRISK_EXPORT void _ZdlPvm(void *p, size_t size) { free_sized_inline(p, size, 0, FN_DELETE_SIZED); }
+BRISK_EXPORT void _ZdaPvm(void *p, size_t size) {
+  free_sized_inline(p, size, 0, FN_DELETE_ARRAY_SIZED);
+}
+BRISK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_DELETE_ARRAY); }
 BRISK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t al) {
-  free_inline(p, FN_FREE_SIZED);
+  free_sized_inline(p, size, al, FN_DELETE_SIZED);
 }
 BRISK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t al) {
-  free_inline(p, FN_FREE_SIZED);
+  free_sized_inline(p, size, al, FN_DELETE_ARRAY_SIZED);
 }
-BRISK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_FREE); }
-BRISK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_FREE); }
+BRISK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_DELETE_ARRAY); }
 BRISK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *tag) {
-  free_inline(p, FN_FREE);
+  free_inline(p, FN_DELETE);
 }
 BRISK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *tag) {
-  free_inline(p, FN_FREE);
+  free_inline(p, FN_DELETE_ARRAY);
 }

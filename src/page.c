@@ -63,19 +63,79 @@ static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c)
   }
 }
 
+static size_t fill_length(const page_t *pg) {
+  size_t n = pg->block_size < HARDENED_FILL_MAX ? pg->block_size : HARDENED_FILL_MAX;
+  return n - sizeof(block_t);
+}
+
+void page_fill_freed(const page_t *pg, block_t *b) {
+  if (pg->size_class == 0) return; /* large and huge blocks are not filled */
+  memset((uint8_t *)b + sizeof(block_t), HARDENED_FILL, fill_length(pg));
+}
+
+void page_check_fill(const page_t *pg, block_t *b) {
+  if (pg->size_class == 0) return;
+  const uint8_t *p = (const uint8_t *)b + sizeof(block_t);
+  size_t n = fill_length(pg);
+  for (size_t i = 0; i < n; i++) {
+    if (p[i] != HARDENED_FILL) {
+      report_error("malloc(): block %p (size class %zu) was written %zu bytes in after it was "
+                   "freed: a write after free",
+                   (void *)b, (size_t)pg->block_size, i + sizeof(block_t));
+      return;
+    }
+  }
+}
+
+/* Hardened builds hand out a page's blocks in a random order. */
+static _Atomic(uint64_t) shuffle_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t random_below(uint32_t n) {
+  uint64_t x = atomic_fetch_add_explicit(&shuffle_state, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  return (uint32_t)(x % n);
+}
+
+static uint32_t gcd(uint32_t a, uint32_t b) {
+  while (b) {
+    uint32_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 /* Carve up to a 4 KiB page worth of blocks from the fresh end of the page,
- * linked in address order in front of the (empty) free list. */
+ * linked in front of the (empty) free list: in address order, or in the
+ * hardened build in the order first + (r + i * stride) mod n for a random
+ * r and a random stride prime to n. */
 static void page_extend(page_t *pg) {
   uint32_t bs = pg->block_size;
   uint32_t n = PAGE_EXTEND_BYTES / bs;
   if (n < PAGE_EXTEND_MIN) n = PAGE_EXTEND_MIN;
+  if (BRISK_HARDENED && n < 64) n = 64; /* room to shuffle */
   if (n > pg->capacity - pg->reserved) n = pg->capacity - pg->reserved;
   if (n == 0) return;
   uint8_t *first = pg->start + (size_t)pg->reserved * bs;
-  uint8_t *p = first;
-  for (uint32_t i = 0; i + 1 < n; i++, p += bs) block_set_next((block_t *)p, p + bs);
-  block_set_next((block_t *)p, pg->free);
-  pg->free = (block_t *)first;
+  if (BRISK_HARDENED) {
+    uint32_t r = random_below(n), stride = 1 + random_below(n);
+    while (gcd(stride, n) != 1) stride = stride % n + 1;
+    block_t *head = pg->free;
+    for (uint32_t i = 0; i < n; i++) {
+      block_t *b = (block_t *)(first + (size_t)((r + (uint64_t)i * stride) % n) * bs);
+      page_fill_freed(pg, b);
+      block_set_next(b, head);
+      head = b;
+    }
+    pg->free = head;
+  } else {
+    uint8_t *p = first;
+    for (uint32_t i = 0; i + 1 < n; i++, p += bs) block_set_next((block_t *)p, p + bs);
+    block_set_next((block_t *)p, pg->free);
+    pg->free = (block_t *)first;
+  }
   pg->reserved += n;
 }
 
@@ -89,6 +149,23 @@ static void page_report_broken(const page_t *pg, const block_t *link) {
   report_error("malloc(): the free list of the page at %p (size class %zu) holds %p, "
                "not one of its blocks: a write after free? The page is taken out of use",
                (void *)pg->start, (size_t)pg->block_size, (void *)link);
+}
+
+/* Is b on this list of the page? Stops at the end, at a link that leaves
+ * the page, or after as many steps as the page has blocks. */
+static bool list_contains(const page_t *pg, const block_t *list, const block_t *b) {
+  const block_t *end = page_list_end(pg);
+  for (uint32_t n = 0; list != end && n <= pg->reserved; n++) {
+    if (list == b) return true;
+    if (!page_holds_block(pg, list)) return false;
+    list = block_next(list);
+  }
+  return false;
+}
+
+bool page_lists_contain(const page_t *pg, const block_t *b) {
+  if (pg->size_class == 0) return false;
+  return list_contains(pg, pg->free, b) || list_contains(pg, pg->local_free, b);
 }
 
 enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };

@@ -5,18 +5,38 @@
 
 #include "heap_types.h"
 
+/* Hardened: fill a freed block, and check the fill when it is reused. */
+BRISK_INTERNAL void page_fill_freed(const page_t *pg, block_t *b);
+BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
+
 /* Free a block of a page that this heap's owner owns. Inline: the free
  * fast path and the inbox drain share it. */
 BRISK_INTERNAL void page_notify(page_t *pg) BRISK_NOINLINE;
 
 BRISK_INLINE void free_local(page_t *pg, block_t *b) {
+  if (BRISK_HARDENED) page_fill_freed(pg, b);
   block_set_next(b, pg->local_free);
   pg->local_free = b;
   if (BRISK_UNLIKELY(--pg->used <= pg->notify_at)) page_notify(pg);
 }
 
+/* Take the first block of the free list, or NULL when the list is empty
+ * or its head lies outside the page (a link broken by a write after free:
+ * the slow path tells which). */
+BRISK_INLINE block_t *page_pop(page_t *pg) {
+  block_t *b = pg->free;
+  if (BRISK_UNLIKELY((uintptr_t)b - (uintptr_t)pg->start >= pg->area)) return NULL;
+  pg->free = block_next(b);
+  pg->used++;
+  b->link = 0; /* a handed-out block must not look free to free() */
+  if (BRISK_HARDENED) page_check_fill(pg, b);
+  return b;
+}
+
 BRISK_INTERNAL page_t *heap_find_page(heap_t *h, unsigned c);
 BRISK_INTERNAL bool page_holds_block(const page_t *pg, const block_t *b);
+/* Is b on the page's free or local_free list? (owner only; O(blocks)) */
+BRISK_INTERNAL bool page_lists_contain(const page_t *pg, const block_t *b);
 BRISK_INTERNAL void heap_retire_empty_heads(heap_t *h);
 
 #endif

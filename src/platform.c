@@ -18,7 +18,34 @@
 
 extern char **environ;
 
+/* Fault injection (BRISK_FAULT_AFTER, BRISK_FAULT_RATE, or
+ * brisk_fault_injection): requests for memory fail as if the OS had none. */
+static _Atomic(int64_t) fault_after = -1;     /* requests left before failing; -1: off */
+static _Atomic(uint32_t) fault_per_million;
+static _Atomic(uint64_t) fault_rng = 0x853c49e6748fea9bull;
+
+void os_fault_injection(int64_t after, uint32_t per_million) {
+  atomic_store_explicit(&fault_per_million, per_million, memory_order_relaxed);
+  atomic_store_explicit(&fault_after, after, memory_order_relaxed);
+}
+
+static bool fault_now(void) {
+  int64_t left = atomic_load_explicit(&fault_after, memory_order_relaxed);
+  if (left >= 0) {
+    if (left == 0) return true;
+    atomic_fetch_sub_explicit(&fault_after, 1, memory_order_relaxed);
+  }
+  uint32_t rate = atomic_load_explicit(&fault_per_million, memory_order_relaxed);
+  if (rate == 0) return false;
+  uint64_t x = atomic_fetch_add_explicit(&fault_rng, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  return (x % 1000000u) < rate;
+}
+
 static int map_raw(size_t size, void **out) {
+  if (fault_now()) return ENOMEM;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   STAT_COUNT(mmap_calls, 1);
@@ -65,8 +92,14 @@ int os_purge(void *p, size_t size) {
 }
 
 int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
+  if (new_size > old_size && fault_now()) return ENOMEM;
   void *q = mremap(p, old_size, new_size, 0);
   if (q == MAP_FAILED) return errno;
+  return 0;
+}
+
+int os_protect(void *p, size_t size, bool accessible) {
+  if (mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) return errno;
   return 0;
 }
 

@@ -23,6 +23,11 @@ BRISK_INTERNAL int os_purge(void *p, size_t size);
 /* Grow or shrink a mapping without moving it; ENOMEM when the address
  * space after it is taken. */
 BRISK_INTERNAL int os_remap_in_place(void *p, size_t old_size, size_t new_size);
+/* Make requests for memory fail: all of them after `after` more (-1: no
+ * limit), and each with probability per_million / 10^6. */
+BRISK_INTERNAL void os_fault_injection(int64_t after, uint32_t per_million);
+/* Make a page-aligned range inaccessible (a guard) or accessible again. */
+BRISK_INTERNAL int os_protect(void *p, size_t size, bool accessible);
 /* Reserve a range of zero-filled address space once; for the registry. */
 BRISK_INTERNAL int os_reserve_table(size_t size, void **out);
 

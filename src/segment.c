@@ -23,6 +23,15 @@ page_t brisk_dead_page = {
     .span = &brisk_dead_page,
 };
 
+#define RETIRED_SEGMENT_INIT                                                   \
+  {                                                                            \
+    .kind = SEGMENT_RETIRED,                                                   \
+    .pages = {[0 ... SLICES_PER_SEGMENT - 1] = {.start = (uint8_t *)UINTPTR_MAX, \
+                                                .span = &brisk_dead_page}},    \
+  }
+segment_t brisk_segment_returned = RETIRED_SEGMENT_INIT;
+segment_t brisk_segment_destroyed = RETIRED_SEGMENT_INIT;
+
 #define ALL_PAGE_SLICES (~(uint64_t)0 << SEGMENT_FIRST_SLICE)
 
 /* ---------------------------------------------------------------------------
@@ -58,9 +67,14 @@ static void purge_slices(segment_t *seg, uint64_t mask) {
 
 static void segment_unmap(segment_t *seg) {
   size_t size = seg->mapped_size;
-  registry_set((uintptr_t)seg, size, NULL);
+  registry_set((uintptr_t)seg, size,
+               seg->destroyed ? &brisk_segment_destroyed : &brisk_segment_returned);
   STAT_LEVEL(mapped_bytes, -(int64_t)size);
   if (seg->kind == SEGMENT_NORMAL) STAT_LEVEL(segments, -1);
+  if (BRISK_HARDENED && seg->kinds != NULL) {
+    os_unmap(seg->kinds, SEGMENT_SIZE / 16);
+    STAT_LEVEL(mapped_bytes, -(int64_t)(SEGMENT_SIZE / 16));
+  }
   os_unmap(seg, size);
 }
 
@@ -126,6 +140,7 @@ static segment_t *pool_take(void) {
 }
 
 static void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
+  seg->kinds = NULL;
   seg->mapped_size = mapped;
   seg->kind = kind;
   seg->free_slices = ALL_PAGE_SLICES;
@@ -135,11 +150,30 @@ static void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
   for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = &brisk_dead_page;
 }
 
+/* Hardened: guard pages at the end of the header slice (an underflow of
+ * the first page does not reach the header) and at the end of the segment
+ * (an overflow does not reach the next region), and the allocation-kind
+ * table, one byte per 16 bytes, kept apart from the segment. */
+static bool segment_harden(segment_t *seg) {
+  void *kinds;
+  if (os_map_aligned(SEGMENT_SIZE / 16, 4096, &kinds) != 0) return false;
+  seg->kinds = kinds;
+  os_protect((uint8_t *)seg + SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, false);
+  os_protect((uint8_t *)seg + SEGMENT_SIZE - HARDENED_GUARD, HARDENED_GUARD, false);
+  return true;
+}
+
 static segment_t *segment_map(void) {
   void *p;
   if (os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &p) != 0) return NULL;
   segment_t *seg = p;
   segment_init_header(seg, SEGMENT_SIZE, SEGMENT_NORMAL);
+  if (BRISK_HARDENED && !segment_harden(seg)) {
+    os_unmap(p, SEGMENT_SIZE);
+    STAT_LEVEL(mapped_bytes, -(int64_t)SEGMENT_SIZE);
+    return NULL;
+  }
+  seg->destroyed = 0;
   STAT_LEVEL(segments, 1);
   registry_set((uintptr_t)seg, SEGMENT_SIZE, seg);
   return seg;
@@ -175,6 +209,7 @@ static segment_t *set_add_segment(segment_set_t *set) {
   segment_t *seg = pool_take();
   if (seg == NULL) seg = segment_map();
   if (seg == NULL) return NULL;
+  seg->destroyed = 0;
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   set_push_front(set, seg);
@@ -215,6 +250,7 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
   memset(head, 0, sizeof(*head));
   head->start = (uint8_t *)seg + first * SLICE_SIZE;
   head->span_bytes = n * SLICE_SIZE;
+  if (BRISK_HARDENED && first + n == SLICES_PER_SEGMENT) head->span_bytes -= HARDENED_GUARD;
   head->slice_count = (uint8_t)n;
   head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
@@ -241,8 +277,23 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
   return span_carve(seg, (size_t)first, slices);
 }
 
+void span_guard_tail(page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  size_t first = (size_t)(span - seg->pages);
+  if (first + span->slice_count == SLICES_PER_SEGMENT) {
+    span->span_bytes = span->slice_count * SLICE_SIZE - HARDENED_GUARD; /* the segment's guard */
+    return;
+  }
+  span->span_bytes = span->slice_count * SLICE_SIZE - HARDENED_GUARD;
+  if (os_protect(span->start + span->span_bytes, HARDENED_GUARD, false) == 0) span->guarded = 1;
+}
+
 void span_free(segment_set_t *set, page_t *span) {
   segment_t *seg = segment_of_page(span);
+  if (BRISK_HARDENED && span->guarded) {
+    os_protect(span->start + span->span_bytes, HARDENED_GUARD, true);
+    span->guarded = 0;
+  }
   size_t first = (size_t)(span - seg->pages);
   size_t n = span->slice_count;
   uint64_t bits = slice_bits(first, n);
@@ -285,8 +336,13 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   seg->dirty_slices |= extra;
   seg->purge_slices &= ~extra;
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
+  if (BRISK_HARDENED && span->guarded) { /* the guard moves to the new end */
+    os_protect(span->start + span->span_bytes, HARDENED_GUARD, true);
+    span->guarded = 0;
+  }
   span->slice_count = (uint8_t)slices;
   span->span_bytes = slices * SLICE_SIZE;
+  if (BRISK_HARDENED) span_guard_tail(span);
   if (seg->free_slices == 0 && seg->next) {
     set_unlink(set, seg);
     set_push_back(set, seg);
@@ -331,11 +387,13 @@ void segment_set_release_all(segment_set_t *set) {
       seg->pages[i].span = &brisk_dead_page;
     }
     seg->free_slices = ALL_PAGE_SLICES;
+    seg->destroyed = 1;
     pool_put(seg);
   }
   while (set->huge) {
     segment_t *seg = set->huge;
     set->huge = seg->next;
+    seg->destroyed = 1;
     huge_free(&seg->pages[0]);
   }
   set->count = 0;
@@ -390,17 +448,21 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   size_t page = 4096;
   if (size > SIZE_MAX - offset - SEGMENT_SIZE) return NULL;
   size_t mapped = (offset + size + page - 1) & ~(page - 1);
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  mapped += guard;
   void *p;
   size_t map_align = alignment > SEGMENT_SIZE ? alignment : SEGMENT_SIZE;
   if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
   segment_t *seg = p;
   segment_init_header(seg, mapped, SEGMENT_HUGE);
+  seg->destroyed = 0;
   seg->free_slices = 0;
   page_t *pg = &seg->pages[0];
   memset(pg, 0, sizeof(*pg));
   pg->start = (uint8_t *)seg + offset;
   pg->block_size = (uint32_t)(size > UINT32_MAX ? 0 : size);
-  pg->span_bytes = mapped - offset;
+  pg->span_bytes = mapped - guard - offset;
+  if (guard) os_protect((uint8_t *)seg + mapped - guard, guard, false);
   pg->inv = 1;
   pg->capacity = 1;
   pg->reserved = 1;
@@ -432,7 +494,7 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
     /* Shrink: keep the registry entries of what stays mapped. */
     size_t old = seg->mapped_size;
     if (os_remap_in_place(seg, old, mapped) != 0) return false;
-    registry_set((uintptr_t)seg, old, NULL);
+    registry_set((uintptr_t)seg, old, &brisk_segment_returned);
     registry_set((uintptr_t)seg, mapped, seg);
   } else {
     if (os_remap_in_place(seg, seg->mapped_size, mapped) != 0) return false;

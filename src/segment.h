@@ -63,6 +63,17 @@ BRISK_INLINE block_t *block_next(const block_t *b) {
 BRISK_INLINE void block_set_next(block_t *b, const void *next) {
   b->link = (uintptr_t)next ^ brisk_link_key;
 }
+/* Links of remote-free chains (outbox, inbox) use another key, so that a
+ * chain overwritten by a local free of one of its blocks is noticed when
+ * it is drained. Bit 0 of such a link marks a block that looked free when
+ * another thread freed it: its owner checks its lists before taking it. */
+#define REMOTE_LINK_SUSPECT ((uintptr_t)1)
+BRISK_INLINE uintptr_t remote_key(void) { return brisk_link_key * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; }
+BRISK_INLINE void block_set_remote_next(block_t *b, const void *next, bool suspect) {
+  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ remote_key();
+}
+BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ remote_key(); }
+
 BRISK_INLINE bool block_looks_free(const block_t *b) {
   return (((b->link ^ brisk_link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
 }
@@ -99,25 +110,31 @@ typedef struct page_s {
   size_t span_bytes;      /* bytes of the span (huge: of the block area) */
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 8];
+  uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
+  uint8_t guarded;        /* hardened, large blocks: its last 4 KiB are a guard */
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 10];
 } page_t;
 
 /* page_t.in_full */
 enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2 };
 
-enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2 };
+/* SEGMENT_RETIRED: the two markers below, which the registry keeps where
+ * brisk's memory was returned to the OS, so a late free is told apart
+ * from a pointer brisk never owned. */
+enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2, SEGMENT_RETIRED = 3 };
 
 typedef struct segment_s {
   _Atomic(uintptr_t) owner_tid;       /* thread whose frees are local; 0: none */
   _Atomic(struct heap_s *) heap;      /* heap its blocks return to; NULL: none */
   size_t mapped_size;
   uint32_t kind;
-  uint32_t pad0_;
+  uint32_t destroyed;                 /* its heap was destroyed; cleared on reuse */
   uint64_t free_slices;               /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t purge_slices;              /* free slices waiting for their purge */
   uint64_t purge_at_ms;               /* when purge_slices become due */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
+  uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
   struct segment_s *next;             /* in its heap's set, or in the pool */
   struct segment_s *prev;
   _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];
@@ -125,6 +142,11 @@ typedef struct segment_s {
 
 _Static_assert(sizeof(page_t) == 128, "page descriptor is two cache lines");
 _Static_assert(sizeof(segment_t) <= SLICE_SIZE, "segment header fits in slice 0");
+
+/* Registry markers of memory returned to the OS (kind SEGMENT_RETIRED):
+ * after an ordinary release, and after the destruction of its heap. */
+extern segment_t brisk_segment_returned BRISK_INTERNAL;
+extern segment_t brisk_segment_destroyed BRISK_INTERNAL;
 
 /* The descriptor of every slice not in use: its start lies at the top of
  * the address space, so every free/owns check against it fails. */
@@ -160,18 +182,6 @@ BRISK_INLINE block_t *page_list_end(const page_t *pg) {
   return (block_t *)segment_of_page(pg);
 }
 
-/* Take the first block of the free list, or NULL when the list is empty
- * or its head lies outside the page (a link broken by a write after free:
- * the slow path tells which). */
-BRISK_INLINE block_t *page_pop(page_t *pg) {
-  block_t *b = pg->free;
-  if (BRISK_UNLIKELY((uintptr_t)b - (uintptr_t)pg->start >= pg->area)) return NULL;
-  pg->free = block_next(b);
-  pg->used++;
-  b->link = 0; /* a handed-out block must not look free to free() */
-  return b;
-}
-
 BRISK_INLINE page_t *page_of(segment_t *seg, uintptr_t addr) {
   return seg->pages[(addr >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)].span;
 }
@@ -191,6 +201,8 @@ typedef struct segment_set_s {
  * has no memory. The head descriptor has start, span_bytes, slice_count,
  * flags = PAGE_IN_USE (| PAGE_ZERO when the memory is fresh). */
 BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices);
+/* Hardened: the last 4 KiB of a large block's span become a guard page. */
+BRISK_INTERNAL void span_guard_tail(page_t *span);
 /* Give a span back to its segment; its slices are purged after the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
 /* Grow a large span in place by taking the free slices after it. */

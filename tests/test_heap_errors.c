@@ -72,12 +72,16 @@ static void expect_line(const char *fmt, ...) {
 }
 
 /* The reasons a free of a destroyed heap's block may give: the memory is
- * kept (in the segment cache) or already returned to the OS. */
+ * kept (in the segment cache) or already returned to the OS; named as a
+ * destroyed heap's block, or (less precisely) as memory not in use. */
+#define REASON_DESTROYED "block of a destroyed heap"
+#define REASON_DESTROYED_OS "block of a destroyed heap (its memory went back to the OS)"
 #define REASON_NOT_IN_USE "pointer into memory that is not in use (freed twice?)"
 #define REASON_NOT_OURS "pointer was not allocated by brisk"
 
 static void expect_freed_heap_block(const char *fn, void *p) {
-  printf("EXPECTR brisk: error: %s(%p): \t%s\t%s\n", fn, p, REASON_NOT_IN_USE, REASON_NOT_OURS);
+  printf("EXPECTR brisk: error: %s(%p): \t%s\t%s\t%s\t%s\n", fn, p, REASON_DESTROYED, REASON_DESTROYED_OS,
+         REASON_NOT_IN_USE, REASON_NOT_OURS);
   fflush(stdout);
 }
 

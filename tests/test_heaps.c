@@ -81,13 +81,17 @@ static void fail_at(int line, const char *fmt, ...) {
 #define FAIL(...) fail_at(__LINE__, __VA_ARGS__)
 #define CHECK(cond, ...) do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
 
+static double now_ms(void);
+static double g_section_start;
 static void section_begin(const char *name) {
   g_section = name;
   g_section_failures = 0;
+  g_section_start = now_ms();
 }
 static void section_end(void) {
+  double ms = now_ms() - g_section_start;
   if (g_section_failures == 0)
-    printf("[heaps] %-44s ok\n", g_section);
+    printf("[heaps] %-44s ok (%.0f ms)\n", g_section, ms);
   else
     printf("[heaps] %-44s FAILED (%ld failed checks%s)\n", g_section, g_section_failures,
            g_section_failures > 20 ? ", first 20 shown" : "");
@@ -123,18 +127,40 @@ static int is_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1))
 /* ------------------------------------------------------------------ */
 /* patterns                                                             */
 
-static inline unsigned char pat(size_t i, unsigned seed) {
-  return (unsigned char)(i * 131u + (i >> 9) * 7u + seed * 29u + 1u);
+/* Word-wise: 8 bytes per access (the sanitizer builds check each access). */
+static inline uint64_t patw(size_t w, unsigned seed) {
+  return ((uint64_t)w * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)seed * 0xD1B54A32D192ED03ull) ^ 0x5555;
 }
 static void fill_pat(void *p, size_t n, unsigned seed) {
   unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = pat(i, seed);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = patw(i / 8, seed);
+    memcpy(b + i, &v, 8);
+  }
+  if (i < n) { /* the tail: the same bytes a longer fill puts there */
+    uint64_t v = patw(i / 8, seed);
+    memcpy(b + i, &v, n - i);
+  }
 }
 /* First offset that differs, or (size_t)-1. */
 static size_t check_pat(const void *p, size_t n, unsigned seed) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != pat(i, seed)) return i;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, 8);
+    if (v != patw(i / 8, seed)) {
+      uint64_t want = patw(i / 8, seed);
+      for (size_t k = 0; k < 8; k++)
+        if (((unsigned char *)&v)[k] != ((unsigned char *)&want)[k]) return i + k;
+    }
+  }
+  if (i < n) {
+    uint64_t want = patw(i / 8, seed);
+    for (size_t k = 0; i + k < n; k++)
+      if (b[i + k] != ((unsigned char *)&want)[k]) return i + k;
+  }
   return (size_t)-1;
 }
 /* Cheap stamp for many small blocks: a seed word at both ends and a byte
@@ -594,6 +620,7 @@ static void test_cross_thread_free(void) {
   enum { T = 3 };
   long per = scaled(20000, 2000);
   xfree_job_t jobs[T];
+  double huge0 = proc_stat("huge_bytes");
   for (int t = 0; t < T; t++) {
     jobs[t].blocks = calloc((size_t)per, sizeof(void *));
     jobs[t].sizes = calloc((size_t)per, sizeof(size_t));
@@ -602,7 +629,8 @@ static void test_cross_thread_free(void) {
     jobs[t].bad = 0;
     for (long i = 0; i < per; i++) {
       size_t n = 16 + (size_t)((i * 37 + t * 11) % 500);
-      if (i % 1000 == 0) n = 100000; /* large */
+      if (i % 1000 == 0) n = 100000;              /* large */
+      if (i == 500 || i == 1501) n = 3u << 20; /* huge: owned by the heap too */
       void *p = brisk_heap_malloc(h, n);
       if (!p) { FAIL("brisk_heap_malloc(h, %zu) failed", n); n = 0; }
       jobs[t].blocks[i] = p;
@@ -630,6 +658,9 @@ static void test_cross_thread_free(void) {
     stamp(nb[i], 16, (uint64_t)i);
   }
   double after = heap_stat(h, "blocks_in_use");
+  double huge1 = proc_stat("huge_bytes");
+  CHECK(huge1 <= huge0, "huge blocks of the heap freed by other threads were not released once the owner "
+        "allocated again: huge_bytes %g, %g before", huge1, huge0);
   CHECK(after <= (double)again + 0.1 * (double)again,
         "blocks freed by other threads did not come back to the heap: blocks_in_use %g with %ld live blocks "
         "(%g before the frees)", after, again, before);
@@ -730,12 +761,13 @@ static void test_destroy_pending(void) {
   static char handed[PD_NEW];
   long leaked_rounds = 0;
   double worst_ratio = 0;
+  double huge0 = proc_stat("huge_bytes");
   for (int r = 0; r < rounds; r++) {
     brisk_heap_t *h = brisk_heap_new();
     if (!h) { FAIL("brisk_heap_new failed"); break; }
     /* keep some blocks live as well: destroy must take them too */
     for (int i = 0; i < 500; i++) {
-      void *p = brisk_heap_malloc(h, 48 + (size_t)i % 300);
+      void *p = brisk_heap_malloc(h, i == 0 ? (5u << 20) : 48 + (size_t)i % 300);
       if (p) memset(p, 0x5A, 48);
     }
     for (int t = 0; t < PD_THREADS; t++) {
@@ -743,6 +775,7 @@ static void test_destroy_pending(void) {
       for (int i = 0; i < th[t].nfree; i++) {
         size_t n = 16 + (size_t)((i * 53 + t) % 1000);
         if (i % 97 == 0) n = 70000 + (size_t)i * 100; /* large: urgent hand-over */
+        if (i == 50) n = (3u << 20) + (size_t)t * 4096; /* huge */
         th[t].to_free[i] = brisk_heap_malloc(h, n);
         if (!th[t].to_free[i]) FAIL("brisk_heap_malloc(h, %zu) failed", n);
         else memset(th[t].to_free[i], 0x33, 16);
@@ -811,6 +844,9 @@ static void test_destroy_pending(void) {
     (void)live_before;
     brisk_heap_destroy(h2);
   }
+  double huge1 = proc_stat("huge_bytes");
+  CHECK(huge1 <= huge0, "huge_bytes %g after %d rounds, %g before: huge blocks of destroyed heaps (live or with "
+        "their frees pending) leaked", huge1, rounds, huge0);
   pd_stop = 1;
   pthread_barrier_wait(&pd_bar);
   for (int t = 0; t < PD_THREADS; t++) {

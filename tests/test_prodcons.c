@@ -215,7 +215,9 @@ static void check_rss(const char *phase, size_t base, size_t slack) {
     soft_fail("%s: peak RSS after warm-up %.1f MiB exceeds bound %.1f MiB (RSS before %.1f MiB + 3 x peak "
               "live %.1f MiB + 64 MiB)",
               phase, peak / MiB, bound / MiB, base / MiB, live / MiB);
-  if (p2 > p1 + p1 / 4 + (size_t)(16 * MiB))
+  /* Growth beyond what the live set can explain: the consumer may lag
+   * more in the second half on a loaded machine (up to the peak live). */
+  if (p2 > p1 + p1 / 4 + (size_t)(16 * MiB) + (size_t)live)
     soft_fail("%s: RSS keeps growing: peak %.1f MiB in the second half vs %.1f MiB in the first half", phase,
               p2 / MiB, p1 / MiB);
 }

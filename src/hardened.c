@@ -1,0 +1,74 @@
+#include "hardened.h"
+
+#include "atomics.h"
+#include "registry.h"
+#include "report.h"
+#include "size_class.h"
+
+static const char *const kind_names[] = {"malloc", "operator new", "operator new[]"};
+
+/* The kind byte of the block at p, or NULL when brisk keeps none for it. */
+static uint8_t *kind_slot(void *p, page_t **pg_out) {
+  uintptr_t a = (uintptr_t)p;
+  segment_t *seg = registry_lookup(a);
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
+  page_t *pg = page_of(seg, a);
+  if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
+  *pg_out = pg;
+  if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
+  if (seg->kinds == NULL) return NULL;
+  return &seg->kinds[(a - (uintptr_t)seg) >> 4];
+}
+
+void hardened_mark(void *p, enum alloc_kind kind) {
+  page_t *pg;
+  uint8_t *slot = p ? kind_slot(p, &pg) : NULL;
+  if (slot != NULL) *slot = (uint8_t)kind;
+}
+
+static enum alloc_kind expected_kind(brisk_fn_t fn) {
+  switch (fn) {
+    case FN_DELETE:
+    case FN_DELETE_SIZED: return KIND_NEW;
+    case FN_DELETE_ARRAY:
+    case FN_DELETE_ARRAY_SIZED: return KIND_NEW_ARRAY;
+    default: return KIND_MALLOC;
+  }
+}
+
+bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t alignment) {
+  page_t *pg = NULL;
+  uint8_t *slot = kind_slot(p, &pg);
+  if (slot == NULL) return true; /* not a block: the ordinary checks report it */
+  enum alloc_kind want = expected_kind(fn);
+  if (*slot != want && *slot <= KIND_NEW_ARRAY) {
+    report_error("%s(%p): mismatched release: the block was allocated by %s", fn_name(fn), p,
+                 kind_names[*slot]);
+    return false;
+  }
+  if (sized) {
+    size_t usable = (pg->flags & (PAGE_LARGE | PAGE_HUGE)) ? pg->span_bytes : pg->block_size;
+    /* As alloc_aligned rounded it: sizes of over-aligned blocks go up to a
+     * multiple of the alignment. */
+    size_t rounded = size;
+    if (alignment > 16) {
+      rounded = size == 0 ? 1 : size;
+      rounded = (rounded + alignment - 1) & ~(alignment - 1);
+    }
+    bool exact = fn == FN_DELETE_SIZED || fn == FN_DELETE_ARRAY_SIZED;
+    bool wrong = rounded > usable;
+    /* C++ sized delete must pass the size given to new: it maps to the
+     * block's class. free_sized may pass any size up to the usable one. */
+    if (exact && !wrong) {
+      if (pg->size_class != 0) wrong = size_to_class(rounded) != pg->size_class;
+      else wrong = rounded <= MEDIUM_MAX || usable - rounded >= SLICE_SIZE + HARDENED_GUARD;
+    }
+    if (wrong) {
+      report_error("%s(%p): size %zu given to a sized release does not match the block (size class %zu)",
+                   fn_name(fn), p, size, usable);
+      return false;
+    }
+  }
+  *slot = KIND_MALLOC;
+  return true;
+}
