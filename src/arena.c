@@ -71,7 +71,7 @@ BRISK_EXPORT brisk_arena_t *brisk_arena_new(brisk_heap_t *heap, size_t initial_b
 }
 
 /* The current buffer is exhausted: take one big enough from the heap. */
-static void *arena_overflow(brisk_arena_t *a, size_t size, size_t alignment) {
+static BRISK_NOINLINE void *arena_overflow(brisk_arena_t *a, size_t size, size_t alignment) {
   size_t need = size + alignment + ARENA_HEADER;
   if (need < size) {
     errno = ENOMEM;

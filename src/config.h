@@ -24,7 +24,8 @@
 #endif
 #define HARDENED_GUARD ((size_t)4096)     /* a PROT_NONE page */
 #define HARDENED_FILL 0xdf                /* freed memory, checked on reuse */
-#define HARDENED_FILL_MAX ((size_t)1024)  /* bytes of a block filled and checked */
+#define HARDENED_FILL_MAX ((size_t)64)    /* bytes of a block filled and checked: the
+                                             cache line its link already brings in */
 
 /* Assertions in tiers: 1 cheap, 2 internal consistency, 3 expensive. */
 #define brisk_assert_tier(tier, cond)                                          \

@@ -90,6 +90,7 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
     }
     return pg;
   }
+  if (page_block_index(pg, off) < pg->capacity) return pg; /* a block start */
   size_t bs = pg->block_size;
   size_t idx = off / bs;
   if (idx >= pg->capacity) {

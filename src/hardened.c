@@ -36,6 +36,20 @@ static enum alloc_kind expected_kind(brisk_fn_t fn) {
   }
 }
 
+/* Could a request of `size` bytes (aligned to `alignment` if over 16) have
+ * been served from class c? Without the alignment (a sized delete that does
+ * not name it), any over-alignment that leads to c will do. */
+static bool class_explains(size_t size, size_t alignment, unsigned c) {
+  size_t n = size == 0 ? 1 : size;
+  if (alignment > 16) return size_to_class((n + alignment - 1) & ~(alignment - 1)) == c;
+  if (size_to_class(size) == c) return true;
+  for (size_t al = 32; al <= SLICE_SIZE; al <<= 1) {
+    size_t r = (n + al - 1) & ~(al - 1);
+    if (r <= MEDIUM_MAX && size_to_class(r) == c) return true;
+  }
+  return false;
+}
+
 bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t alignment) {
   page_t *pg = NULL;
   uint8_t *slot = kind_slot(p, &pg);
@@ -60,7 +74,7 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
     /* C++ sized delete must pass the size given to new: it maps to the
      * block's class. free_sized may pass any size up to the usable one. */
     if (exact && !wrong) {
-      if (pg->size_class != 0) wrong = size_to_class(rounded) != pg->size_class;
+      if (pg->size_class != 0) wrong = !class_explains(size, alignment, pg->size_class);
       else wrong = rounded <= MEDIUM_MAX || usable - rounded >= SLICE_SIZE + HARDENED_GUARD;
     }
     if (wrong) {

@@ -77,6 +77,15 @@ void page_check_fill(const page_t *pg, block_t *b) {
   if (pg->size_class == 0) return;
   const uint8_t *p = (const uint8_t *)b + sizeof(block_t);
   size_t n = fill_length(pg);
+  uint64_t want;
+  memset(&want, HARDENED_FILL, sizeof(want));
+  size_t words = n / 8, bad = 0;
+  for (size_t w = 0; w < words; w++) {
+    uint64_t v;
+    memcpy(&v, p + 8 * w, 8);
+    bad |= v ^ want;
+  }
+  if (bad == 0) return;
   for (size_t i = 0; i < n; i++) {
     if (p[i] != HARDENED_FILL) {
       report_error("malloc(): block %p (size class %zu) was written %zu bytes in after it was "

@@ -94,8 +94,10 @@ static void pool_maintain_locked(uint64_t now, bool force) {
       seg->purge_slices = 0;
     }
     /* The newest `keep` stay mapped (purged once due); the rest go back to
-     * the OS at once, so RSS falls right after a burst. */
-    if (seen > keep) {
+     * the OS at once, so RSS falls right after a burst, except the segments
+     * of a destroyed heap, which go after the delay (heap destroy is one
+     * quick call; its memory is reused or returned afterwards). */
+    if (seen > keep && (!seg->keep_until_due || due)) {
       *link = seg->next;
       atomic_sub_relaxed(&pool_count, 1);
       segment_unmap(seg);
@@ -113,7 +115,8 @@ void segment_pool_maintain(bool force) {
   lock_release(&pool_lock);
 }
 
-static void pool_put(segment_t *seg) {
+static void pool_put(segment_t *seg, bool keep_until_due) {
+  seg->keep_until_due = keep_until_due;
   atomic_store_relaxed(&seg->owner_tid, 0);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   uint64_t now = os_now_ms();
@@ -141,6 +144,7 @@ static segment_t *pool_take(void) {
 
 static void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
   seg->kinds = NULL;
+  seg->guarded_slices = 0;
   seg->mapped_size = mapped;
   seg->kind = kind;
   seg->free_slices = ALL_PAGE_SLICES;
@@ -160,6 +164,7 @@ static bool segment_harden(segment_t *seg) {
   seg->kinds = kinds;
   os_protect((uint8_t *)seg + SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, false);
   os_protect((uint8_t *)seg + SEGMENT_SIZE - HARDENED_GUARD, HARDENED_GUARD, false);
+  seg->guarded_slices = 1 | ((uint64_t)1 << (SLICES_PER_SEGMENT - 1));
   return true;
 }
 
@@ -250,7 +255,20 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
   memset(head, 0, sizeof(*head));
   head->start = (uint8_t *)seg + first * SLICE_SIZE;
   head->span_bytes = n * SLICE_SIZE;
-  if (BRISK_HARDENED && first + n == SLICES_PER_SEGMENT) head->span_bytes -= HARDENED_GUARD;
+  if (BRISK_HARDENED) {
+    /* Guards left by earlier large blocks stay where they are: inside the
+     * new span they are lifted, at its end the span keeps it (and loses
+     * those 4 KiB). The segment's last slice keeps its guard for good. */
+    uint64_t last_bit = (uint64_t)1 << (first + n - 1);
+    uint64_t stale = seg->guarded_slices & bits & ~last_bit;
+    while (stale) {
+      unsigned i = (unsigned)__builtin_ctzll(stale);
+      stale &= stale - 1;
+      os_protect((uint8_t *)seg + (size_t)(i + 1) * SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, true);
+      seg->guarded_slices &= ~((uint64_t)1 << i);
+    }
+    if (seg->guarded_slices & last_bit) head->span_bytes -= HARDENED_GUARD;
+  }
   head->slice_count = (uint8_t)n;
   head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
@@ -279,21 +297,16 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
 
 void span_guard_tail(page_t *span) {
   segment_t *seg = segment_of_page(span);
-  size_t first = (size_t)(span - seg->pages);
-  if (first + span->slice_count == SLICES_PER_SEGMENT) {
-    span->span_bytes = span->slice_count * SLICE_SIZE - HARDENED_GUARD; /* the segment's guard */
-    return;
-  }
+  size_t last = (size_t)(span - seg->pages) + span->slice_count - 1;
   span->span_bytes = span->slice_count * SLICE_SIZE - HARDENED_GUARD;
-  if (os_protect(span->start + span->span_bytes, HARDENED_GUARD, false) == 0) span->guarded = 1;
+  uint64_t bit = (uint64_t)1 << last;
+  /* (span_carve took the guard's 4 KiB off span_bytes already if present) */
+  if (seg->guarded_slices & bit) return; /* left by an earlier block: no system call */
+  if (os_protect(span->start + span->span_bytes, HARDENED_GUARD, false) == 0) seg->guarded_slices |= bit;
 }
 
 void span_free(segment_set_t *set, page_t *span) {
   segment_t *seg = segment_of_page(span);
-  if (BRISK_HARDENED && span->guarded) {
-    os_protect(span->start + span->span_bytes, HARDENED_GUARD, true);
-    span->guarded = 0;
-  }
   size_t first = (size_t)(span - seg->pages);
   size_t n = span->slice_count;
   uint64_t bits = slice_bits(first, n);
@@ -314,7 +327,7 @@ void span_free(segment_set_t *set, page_t *span) {
   if (seg->free_slices == ALL_PAGE_SLICES) {
     set_unlink(set, seg);
     set->count--;
-    pool_put(seg);
+    pool_put(seg, false);
     return;
   }
   uint64_t now = os_now_ms();
@@ -336,9 +349,14 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   seg->dirty_slices |= extra;
   seg->purge_slices &= ~extra;
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
-  if (BRISK_HARDENED && span->guarded) { /* the guard moves to the new end */
-    os_protect(span->start + span->span_bytes, HARDENED_GUARD, true);
-    span->guarded = 0;
+  if (BRISK_HARDENED) { /* guards move to the new end */
+    uint64_t inside = slice_bits(first, slices - 1) & seg->guarded_slices;
+    while (inside) {
+      unsigned i = (unsigned)__builtin_ctzll(inside);
+      inside &= inside - 1;
+      os_protect((uint8_t *)seg + (size_t)(i + 1) * SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, true);
+      seg->guarded_slices &= ~((uint64_t)1 << i);
+    }
   }
   span->slice_count = (uint8_t)slices;
   span->span_bytes = slices * SLICE_SIZE;
@@ -388,7 +406,7 @@ void segment_set_release_all(segment_set_t *set) {
     }
     seg->free_slices = ALL_PAGE_SLICES;
     seg->destroyed = 1;
-    pool_put(seg);
+    pool_put(seg, true);
   }
   while (set->huge) {
     segment_t *seg = set->huge;
@@ -424,7 +442,7 @@ void segment_set_release_empty(segment_set_t *set) {
     if (seg->free_slices == ALL_PAGE_SLICES) {
       set_unlink(set, seg);
       set->count--;
-      pool_put(seg);
+      pool_put(seg, false);
     }
     seg = next;
   }

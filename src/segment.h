@@ -111,8 +111,7 @@ typedef struct page_s {
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t guarded;        /* hardened, large blocks: its last 4 KiB are a guard */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 10];
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 9];
 } page_t;
 
 /* page_t.in_full */
@@ -128,10 +127,12 @@ typedef struct segment_s {
   _Atomic(struct heap_s *) heap;      /* heap its blocks return to; NULL: none */
   size_t mapped_size;
   uint32_t kind;
-  uint32_t destroyed;                 /* its heap was destroyed; cleared on reuse */
+  uint16_t destroyed;                 /* its heap was destroyed; cleared on reuse */
+  uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
   uint64_t free_slices;               /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t purge_slices;              /* free slices waiting for their purge */
+  uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
   uint64_t purge_at_ms;               /* when purge_slices become due */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
   uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
