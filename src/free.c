@@ -138,7 +138,10 @@ void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
   heap_t *me = thread_heap_for_free();
   if (me != NULL) {
     outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-    if (slot->dst == dst && slot->head == b) {
+    /* The block freed last to this heap, in this life of the heap (a slot
+     * of a destroyed heap may still name memory that is in use again). */
+    uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+    if (slot->dst == dst && slot->generation == gen && slot->head == b) {
       report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
       return;
     }
