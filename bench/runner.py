@@ -215,7 +215,9 @@ def make_aa(ref, tmpdir):
 # sizes (n, 2n) for the instruction-count mode where it applies (single
 # thread). time: "wall" (the child's wall time, measured here) or
 # "reported" (the RESULT line's secs, for programs that time only the part
-# that depends on the allocator).
+# that depends on the allocator). "optional": run only when named in
+# --only (programs whose results do not depend on the preloaded allocator,
+# so a column per allocator would repeat one measurement).
 
 WORKLOADS = [
     {"name": "larson", "argv": ["{bin}/bench_larson", "{size}"],
@@ -262,6 +264,12 @@ WORKLOADS = [
      "sizes": {"quick": 60000, "default": 600000, "full": 6000000}, "instr": 20000,
      "instr_extra": ["malloc"], "time": "reported", "needs_glibc_forward": True,
      "what": "bursts of 100..10000 256 B messages; per-message latency with rdtsc"},
+    {"name": "session-pmr", "argv": ["{bin}/bench_session_pmr", "{size}"],
+     "sizes": {"quick": 20000, "default": 100000, "full": 1000000}, "time": "reported",
+     "optional": True,
+     "what": "issue 4: std::pmr monotonic and pool resources against brisk heaps and session "
+             "arenas in one process (bursts, destroy at 1k..1M live blocks, overflow, "
+             "cross-thread free); run with --only session-pmr --alloc brisk"},
     {"name": "zmq", "argv": ["{bin}/bench_zmq", "{size}"],
      "sizes": {"quick": 2500, "default": 50000, "full": 500000}, "time": "reported",
      "what": "libzmq PAIR and PUSH/PULL over inproc, ipc, tcp; 64 B..256 KiB; ping-pong latency"},
@@ -289,7 +297,7 @@ def load_workloads(path):
 
 def select_workloads(all_workloads, only):
     if not only:
-        return list(all_workloads)
+        return [w for w in all_workloads if not w.get("optional")]
     wanted = [x.strip() for x in only.split(",") if x.strip()]
     by_name = {w["name"]: w for w in all_workloads}
     out = []
