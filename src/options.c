@@ -40,6 +40,15 @@ static bool parse_value(const char *name, const char *s, int64_t *out) {
   return parse_int(s, out);
 }
 
+/* Set once the environment has been read. A program whose first malloc
+ * runs before libc has set `environ` (a .preinit_array function, as the
+ * sanitizer runtimes have) reads it again from brisk's constructor. */
+static bool options_read;
+
+void options_init_if_pending(void) {
+  if (!options_read) options_init();
+}
+
 void options_init(void) {
   const option_desc_t table[] = {
 #define BRISK_OPTION_DESC(field, NAME, def, desc) {#NAME, &brisk_options.field},
@@ -48,6 +57,7 @@ void options_init(void) {
   };
   char **env = os_environ();
   if (env == NULL) return;
+  options_read = true;
   for (; *env; env++) {
     const char *e = *env;
     if (strncmp(e, "BRISK_", 6) != 0) continue;

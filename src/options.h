@@ -34,5 +34,7 @@ extern brisk_options_t brisk_options BRISK_INTERNAL;
 /* Reads the environment without allocating; reports unknown BRISK_*
  * names and bad values as warnings. */
 BRISK_INTERNAL void options_init(void);
+/* options_init, unless the environment was read already. */
+BRISK_INTERNAL void options_init_if_pending(void);
 
 #endif

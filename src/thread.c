@@ -93,6 +93,7 @@ heap_t *thread_heap_for_free(void) {
 
 __attribute__((constructor)) static void brisk_constructor(void) {
   process_init();
+  options_init_if_pending();
 }
 
 __attribute__((destructor)) static void brisk_destructor(void) {
