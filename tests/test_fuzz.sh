@@ -19,6 +19,7 @@
 #   BRISKTEST_FUZZ_OUT       keep the build and the grown corpus in this directory
 #   BRISKTEST_FUZZ_HARDENED  1: build brisk with BRISK_HARDENED=1
 #   BRISKTEST_FUZZ_JOBS      parallel fuzzing processes (default 1)
+#   BRISKTEST_FUZZ_SEED      libFuzzer seed (default 1; 0: random)
 # Longer runs: see fuzz/README.md.
 set -u
 
@@ -108,8 +109,10 @@ export BRISK_ON_ERROR=abort
 
 echo "[fuzz] fuzzing for ${FUZZ_SECONDS} s from $nseeds seed inputs"
 t1=$(date +%s)
+# A fixed seed in the suite (BRISKTEST_FUZZ_SEED=0 for a random one), so that
+# a run can be repeated; longer random runs are in fuzz/README.md.
 args=(-max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=4096 -max_len=2500 -print_final_stats=1
-  -artifact_prefix="$W/")
+  -seed="${BRISKTEST_FUZZ_SEED:-1}" -artifact_prefix="$W/")
 if [ "$JOBS" -gt 1 ]; then args+=(-jobs="$JOBS" -workers="$JOBS"); fi
 (cd "$W" && ./fuzz_ops "${args[@]}" corpus >"$W/fuzz.log" 2>&1)
 rc=$?
