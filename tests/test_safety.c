@@ -73,56 +73,16 @@ static void *opaque_ptr(void *p) {
 /* ================================================================== */
 /* child side                                                          */
 
-static int g_child_fail;
+#include "child_expect.h"
 
-static void child_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void child_fail(const char *fmt, ...) {
-  g_child_fail = 1;
-  va_list ap;
-  va_start(ap, fmt);
-  printf("FAIL ");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-}
 
-static void expect_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void expect_line(const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  printf("EXPECT %s\n", line);
-  fflush(stdout);
-}
 
-static void expect_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void expect_prefix(const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  printf("EXPECTP %s\n", line);
-  fflush(stdout);
-}
 
 static void after_bad_calls(void) {
   printf("AFTER\n");
   fflush(stdout);
 }
 
-static unsigned char pat(size_t i, unsigned seed) { return (unsigned char)(i * 167u + seed * 31u + 3u); }
-static void fill(void *p, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) ((unsigned char *)p)[i] = pat(i, seed);
-}
-static size_t check(const void *p, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++)
-    if (((const unsigned char *)p)[i] != pat(i, seed)) return i;
-  return (size_t)-1;
-}
 
 /* Blocks allocated before the bad calls; they must be intact afterwards.
  * Several share a size class with the blocks the scenarios misuse. */
