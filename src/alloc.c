@@ -66,8 +66,13 @@ bool alloc_owns(const void *p) {
   return a >= start && a - start < extent;
 }
 
-static void *realloc_move(void *p, size_t old_usable, size_t size, brisk_fn_t fn) {
-  void *q = malloc_inline(size);
+/* A new block from `target`, or from the calling thread's heap (NULL). */
+static void *alloc_in(heap_t *target, size_t size) {
+  return target != NULL ? heap_alloc(target, size) : malloc_inline(size);
+}
+
+static void *realloc_move(heap_t *target, void *p, size_t old_usable, size_t size, brisk_fn_t fn) {
+  void *q = alloc_in(target, size);
   if (q == NULL) return NULL; /* the old block stays valid */
   memcpy(q, p, old_usable < size ? old_usable : size);
   free_inline(p, fn);
@@ -75,7 +80,11 @@ static void *realloc_move(void *p, size_t old_usable, size_t size, brisk_fn_t fn
 }
 
 void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
-  if (p == NULL) return malloc_inline(size);
+  return alloc_realloc_in(NULL, p, size, fn);
+}
+
+void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
+  if (p == NULL) return alloc_in(target, size);
   brisk_fn_t free_fn = fn == FN_REALLOC ? FN_REALLOC : FN_BRISK_REALLOC;
   if (size == 0) {
     free_inline(p, free_fn);
@@ -90,7 +99,7 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
       report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
       return NULL;
     }
-    void *q = malloc_inline(size);
+    void *q = alloc_in(target, size);
     if (q == NULL) return NULL;
     memcpy(q, p, n < size ? n : size);
     foreign_free(p);
@@ -103,18 +112,17 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
   size_t usable = page_usable_size(pg);
   if (pg->flags & PAGE_HUGE) {
     if (size > LARGE_MAX && huge_try_resize(pg, size)) return p;
-    return realloc_move(p, usable, size, fn);
+    return realloc_move(target, p, usable, size, fn);
   }
   if (size <= usable) {
     /* Shrinking: keep the block unless it would waste more than half. */
     if (size >= usable / 2 || usable <= 64) return p;
-    return realloc_move(p, usable, size, fn);
+    return realloc_move(target, p, usable, size, fn);
   }
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
       atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
-    size_t slices = (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
+    size_t slices = large_slices(size);
     if (span_try_grow(&h->segments, pg, slices)) {
       pg->block_size = (uint32_t)pg->span_bytes;
       return p;
@@ -123,8 +131,8 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
   /* Grow by at least an eighth so that step-by-step growth stays linear. */
   size_t want = size;
   if (size > 4096 && size < usable + usable / 8) want = usable + usable / 8;
-  void *q = malloc_inline(want);
-  if (q == NULL && want != size) q = malloc_inline(size);
+  void *q = alloc_in(target, want);
+  if (q == NULL && want != size) q = alloc_in(target, size);
   if (q == NULL) return NULL;
   memcpy(q, p, usable);
   free_inline(p, fn);

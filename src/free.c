@@ -42,8 +42,11 @@ bool block_is_free_here(page_t *pg, const void *p) {
 }
 
 page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
+  return block_check_in(registry_lookup((uintptr_t)p), p, fn, seg_out);
+}
+
+page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t **seg_out) {
   uintptr_t a = (uintptr_t)p;
-  segment_t *seg = registry_lookup(a);
   *seg_out = seg;
   if (seg == NULL) return NULL;
   if (seg->kind == SEGMENT_RETIRED) {
@@ -105,9 +108,12 @@ page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out) {
   return pg;
 }
 
-void free_slow(void *p, segment_t *seg_hint, brisk_fn_t fn) {
+void free_slow(void *p, segment_t *seg_found, brisk_fn_t fn) {
+  /* The fast path's wrapped lookup names some segment even for a pointer
+   * above the covered address space; such a pointer is nobody's block. */
+  if ((uintptr_t)p >> BRISK_ADDRESS_BITS) seg_found = NULL;
   segment_t *seg;
-  page_t *pg = block_check(p, fn, &seg);
+  page_t *pg = block_check_in(seg_found, p, fn, &seg);
   if (pg == NULL) {
     if (seg == NULL) free_unowned(p, fn);
     return;

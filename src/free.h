@@ -18,7 +18,7 @@ typedef enum brisk_fn {
 
 BRISK_INTERNAL const char *fn_name(brisk_fn_t fn);
 
-/* p failed one of the inline free checks, but the registry knows it. */
+/* p failed one of the inline free checks; seg is its registry entry. */
 BRISK_INTERNAL void free_slow(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
 /* p is not in the registry (NULL included). */
 BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
@@ -26,6 +26,9 @@ BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
 /* The page of a block that brisk handed out, or NULL after reporting why p
  * is not one (the report names fn). *seg_out gets p's segment. */
 BRISK_INTERNAL page_t *block_check(const void *p, brisk_fn_t fn, segment_t **seg_out);
+/* The same, for a pointer whose segment (registry entry) is known. */
+BRISK_INTERNAL page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn,
+                                      segment_t **seg_out);
 BRISK_INTERNAL size_t page_usable_size(const page_t *pg);
 /* A block of pg, owned by the calling thread, that is on pg's free lists. */
 BRISK_INTERNAL bool block_is_free_here(page_t *pg, const void *p);

@@ -291,8 +291,7 @@ void heap_orphan_others(uintptr_t tid) {
 static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   /* Large blocks freed by other threads come back through the inbox. */
   heap_drain_inbox(h);
-  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
-  size_t slices = (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
+  size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
   page_t *pg = span_alloc(&h->segments, slices, align_slices);
   if (pg == NULL) {

@@ -99,19 +99,7 @@ BRISK_EXPORT void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size) 
     errno = EINVAL;
     return NULL;
   }
-  if (p == NULL) return brisk_heap_malloc(heap, size);
-  if (size == 0) {
-    free_inline(p, FN_BRISK_REALLOC);
-    return NULL;
-  }
-  size_t usable = alloc_usable_size(p, FN_BRISK_REALLOC);
-  if (usable == 0) return NULL; /* reported */
-  if (size <= usable && size >= usable / 2) return p;
-  void *q = brisk_heap_malloc(heap, size);
-  if (q == NULL) return NULL;
-  memcpy(q, p, usable < size ? usable : size);
-  free_inline(p, FN_BRISK_REALLOC);
-  return q;
+  return alloc_realloc_in(heap_of(heap), p, size, FN_BRISK_REALLOC);
 }
 
 BRISK_EXPORT size_t brisk_heap_stats_json(brisk_heap_t *heap, char *buf, size_t len) {

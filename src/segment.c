@@ -245,6 +245,18 @@ static uint64_t slice_bits(size_t first, size_t n) {
   return bits << first;
 }
 
+/* Hardened: make the guard pages at the end of the slices in `mask`
+ * accessible again (the segment's last slice keeps its guard for good). */
+static void guards_lift(segment_t *seg, uint64_t mask) {
+  uint64_t stale = seg->guarded_slices & mask & ~((uint64_t)1 << (SLICES_PER_SEGMENT - 1));
+  while (stale) {
+    unsigned i = (unsigned)__builtin_ctzll(stale);
+    stale &= stale - 1;
+    os_protect((uint8_t *)seg + (size_t)(i + 1) * SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, true);
+    seg->guarded_slices &= ~((uint64_t)1 << i);
+  }
+}
+
 static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
   uint64_t bits = slice_bits(first, n);
   page_t *head = &seg->pages[first];
@@ -260,13 +272,7 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
      * new span they are lifted, at its end the span keeps it (and loses
      * those 4 KiB). The segment's last slice keeps its guard for good. */
     uint64_t last_bit = (uint64_t)1 << (first + n - 1);
-    uint64_t stale = seg->guarded_slices & bits & ~last_bit;
-    while (stale) {
-      unsigned i = (unsigned)__builtin_ctzll(stale);
-      stale &= stale - 1;
-      os_protect((uint8_t *)seg + (size_t)(i + 1) * SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, true);
-      seg->guarded_slices &= ~((uint64_t)1 << i);
-    }
+    guards_lift(seg, bits & ~last_bit);
     if (seg->guarded_slices & last_bit) head->span_bytes -= HARDENED_GUARD;
   }
   head->slice_count = (uint8_t)n;
@@ -350,13 +356,7 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   seg->purge_slices &= ~extra;
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
   if (BRISK_HARDENED) { /* guards move to the new end */
-    uint64_t inside = slice_bits(first, slices - 1) & seg->guarded_slices;
-    while (inside) {
-      unsigned i = (unsigned)__builtin_ctzll(inside);
-      inside &= inside - 1;
-      os_protect((uint8_t *)seg + (size_t)(i + 1) * SLICE_SIZE - HARDENED_GUARD, HARDENED_GUARD, true);
-      seg->guarded_slices &= ~((uint64_t)1 << i);
-    }
+    guards_lift(seg, slice_bits(first, slices - 1));
   }
   span->slice_count = (uint8_t)slices;
   span->span_bytes = slices * SLICE_SIZE;

@@ -202,6 +202,13 @@ typedef struct segment_set_s {
  * has no memory. The head descriptor has start, span_bytes, slice_count,
  * flags = PAGE_IN_USE (| PAGE_ZERO when the memory is fresh). */
 BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices);
+/* Slices of a large block of `size` bytes (with room for its guard page in
+ * the hardened build). */
+BRISK_INLINE size_t large_slices(size_t size) {
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  return (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
+}
+
 /* Hardened: the last 4 KiB of a large block's span become a guard page. */
 BRISK_INTERNAL void span_guard_tail(page_t *span);
 /* Give a span back to its segment; its slices are purged after the delay. */
