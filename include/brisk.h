@@ -84,7 +84,7 @@ BRISK_API void brisk_heap_destroy(brisk_heap_t *heap);
 BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
 BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
 /* p may be a block of any heap (or NULL); the result is a block of `heap`
- * unless p's block already has room. */
+ * unless p's block already has room or grows in place. */
 BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size);
 BRISK_API BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment,
                                                            size_t size);
