@@ -1,7 +1,9 @@
 /* The child side of the bad-input tests (test_bad_input.c, test_safety.c,
  * test_heap_errors.c): each scenario runs in a re-executed child that
  * tells the parent, on stdout, which stderr lines to expect ("EXPECT",
- * "EXPECTP" for a prefix) and what failed ("FAIL"); the parent compares.
+ * "EXPECTP" for a prefix, "EXPECTR" for a prefix and one of several
+ * reasons) and what failed ("FAIL"); the parent (scenario_runner.h)
+ * compares.
  * Blocks are filled with a pattern of their index and a seed so that the
  * child can check that a bad call harmed nothing else. */
 #ifndef BRISK_TEST_CHILD_EXPECT_H

@@ -4,10 +4,8 @@
  *
  * ctest-labels: sanitize
  *
- * The parent re-executes this binary (/proc/self/exe <scenario>) in a
- * forked child with a clean environment (no BRISK_* variables except the
- * ones the scenario sets), captures the child's stdout and stderr through
- * pipes, and checks:
+ * Each scenario runs in a re-executed child (scenario_runner.h), which
+ * checks:
  *   - stderr is exactly the expected error line(s): the child computes each
  *     expected line with printf("%p") and sends it as "EXPECT <line>" on
  *     stdout before making the bad call;
@@ -20,25 +18,16 @@
 #define _GNU_SOURCE
 #include <brisk.h>
 
-#include <errno.h>
 #include <malloc.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
-
-extern char **environ;
 
 static void *opaque_ptr(void *p) {
   __asm__ volatile("" : "+r"(p));
@@ -49,10 +38,7 @@ static void *opaque_ptr(void *p) {
 /* child side                                                          */
 
 #include "child_expect.h"
-
-
-
-
+#include "scenario_runner.h"
 
 /* Blocks allocated before the bad call; they must be intact afterwards. */
 static const size_t k_guard_sizes[] = {8,   16,   24,   32,   32,    48,    64,     64,     64,     64, 100,
@@ -131,13 +117,6 @@ static void finish(void) {
 }
 
 static char g_global_array[256] __attribute__((aligned(64)));
-
-typedef struct {
-  const char *name;
-  const char *on_error; /* BRISK_ON_ERROR value or NULL */
-  int expect_abort;
-  void (*run)(void);
-} scenario_t;
 
 /* ---- foreign pointers ---------------------------------------------- */
 
@@ -332,246 +311,37 @@ static void sc_clean(void) {
 }
 
 static const scenario_t k_scenarios[] = {
-    {"clean", NULL, 0, sc_clean},
-    {"foreign_stack", NULL, 0, sc_foreign_stack},
-    {"foreign_stack_mid", NULL, 0, sc_foreign_stack_mid},
-    {"foreign_global", NULL, 0, sc_foreign_global},
-    {"foreign_garbage", NULL, 0, sc_foreign_garbage},
-    {"foreign_odd", NULL, 0, sc_foreign_odd},
-    {"foreign_noncanonical", NULL, 0, sc_foreign_noncanonical},
-    {"foreign_code", NULL, 0, sc_foreign_code},
-    {"foreign_mmap", NULL, 0, sc_foreign_mmap},
-    {"brisk_free_foreign", NULL, 0, sc_brisk_free_foreign},
-    {"realloc_foreign", NULL, 0, sc_realloc_foreign},
-    {"malloc_usable_size_foreign", NULL, 0, sc_usable_foreign},
-    {"brisk_usable_size_foreign", NULL, 0, sc_brisk_usable_foreign},
-    {"interior_small", NULL, 0, sc_interior_small},
-    {"interior_odd", NULL, 0, sc_interior_odd},
-    {"interior_medium", NULL, 0, sc_interior_medium},
-    {"interior_large", NULL, 0, sc_interior_large},
-    {"brisk_free_interior", NULL, 0, sc_brisk_free_interior},
-    {"realloc_interior", NULL, 0, sc_realloc_interior},
-    {"double_free", NULL, 0, sc_double_free},
-    {"double_free_64", NULL, 0, sc_double_free_64},
-    {"double_free_large", NULL, 0, sc_double_free_large},
-    {"double_free_huge", NULL, 0, sc_double_free_huge},
-    {"brisk_free_double", NULL, 0, sc_double_free_brisk},
-    {"realloc0_then_free", NULL, 0, sc_realloc0_then_free},
-    {"abort_foreign_stack", "abort", 1, sc_foreign_stack},
-    {"abort_interior", "abort", 1, sc_interior_small},
-    {"abort_double_free", "abort", 1, sc_double_free},
+    {"clean", NULL, 0, 0, sc_clean},
+    {"foreign_stack", NULL, 0, 0, sc_foreign_stack},
+    {"foreign_stack_mid", NULL, 0, 0, sc_foreign_stack_mid},
+    {"foreign_global", NULL, 0, 0, sc_foreign_global},
+    {"foreign_garbage", NULL, 0, 0, sc_foreign_garbage},
+    {"foreign_odd", NULL, 0, 0, sc_foreign_odd},
+    {"foreign_noncanonical", NULL, 0, 0, sc_foreign_noncanonical},
+    {"foreign_code", NULL, 0, 0, sc_foreign_code},
+    {"foreign_mmap", NULL, 0, 0, sc_foreign_mmap},
+    {"brisk_free_foreign", NULL, 0, 0, sc_brisk_free_foreign},
+    {"realloc_foreign", NULL, 0, 0, sc_realloc_foreign},
+    {"malloc_usable_size_foreign", NULL, 0, 0, sc_usable_foreign},
+    {"brisk_usable_size_foreign", NULL, 0, 0, sc_brisk_usable_foreign},
+    {"interior_small", NULL, 0, 0, sc_interior_small},
+    {"interior_odd", NULL, 0, 0, sc_interior_odd},
+    {"interior_medium", NULL, 0, 0, sc_interior_medium},
+    {"interior_large", NULL, 0, 0, sc_interior_large},
+    {"brisk_free_interior", NULL, 0, 0, sc_brisk_free_interior},
+    {"realloc_interior", NULL, 0, 0, sc_realloc_interior},
+    {"double_free", NULL, 0, 0, sc_double_free},
+    {"double_free_64", NULL, 0, 0, sc_double_free_64},
+    {"double_free_large", NULL, 0, 0, sc_double_free_large},
+    {"double_free_huge", NULL, 0, 0, sc_double_free_huge},
+    {"brisk_free_double", NULL, 0, 0, sc_double_free_brisk},
+    {"realloc0_then_free", NULL, 0, 0, sc_realloc0_then_free},
+    {"abort_foreign_stack", NULL, 1, 0, sc_foreign_stack},
+    {"abort_interior", NULL, 1, 0, sc_interior_small},
+    {"abort_double_free", NULL, 1, 0, sc_double_free},
 };
 enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
 
-/* ================================================================== */
-/* parent side                                                         */
+static const suite_t k_suite = {.name = "bad_input", .scenarios = k_scenarios, .count = NSCEN};
 
-typedef struct {
-  char *data;
-  size_t len, cap;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t nc = (b->len + n + 1) * 2;
-    char *d = realloc(b->data, nc);
-    if (!d) { fprintf(stderr, "test_bad_input: out of memory\n"); exit(2); }
-    b->data = d;
-    b->cap = nc;
-  }
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-/* Print a string with control characters visible. */
-static void show(const char *label, const char *s) {
-  printf("      %s: \"", label);
-  for (; s && *s; s++) {
-    if (*s == '\n') printf("\\n");
-    else if ((unsigned char)*s < 0x20) printf("\\x%02x", (unsigned char)*s);
-    else putchar(*s);
-  }
-  printf("\"\n");
-}
-
-static int run_scenario(const scenario_t *sc) {
-  int out[2], err[2];
-  if (pipe(out) || pipe(err)) { perror("pipe"); return 1; }
-  /* environment: no BRISK_* from outside, plus the scenario's */
-  int n = 0;
-  while (environ[n]) n++;
-  char **envp = calloc((size_t)n + 2, sizeof *envp);
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    if (strncmp(environ[i], "BRISK_", 6) != 0) envp[k++] = environ[i];
-  char onerr[64];
-  if (sc->on_error) {
-    snprintf(onerr, sizeof onerr, "BRISK_ON_ERROR=%s", sc->on_error);
-    envp[k++] = onerr;
-  }
-  envp[k] = NULL;
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) { perror("fork"); return 1; }
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
-    struct rlimit rl = {0, 0};
-    setrlimit(RLIMIT_CORE, &rl); /* the abort scenarios must not dump core */
-    char *argv[] = {(char *)"test_bad_input", (char *)sc->name, NULL};
-    execve("/proc/self/exe", argv, envp);
-    _exit(127);
-  }
-  free(envp);
-  close(out[1]);
-  close(err[1]);
-  buf_t bo = {0}, be = {0};
-  buf_add(&bo, "", 0);
-  buf_add(&be, "", 0);
-  struct pollfd pf[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  time_t deadline = time(NULL) + 30;
-  int timed_out = 0;
-  while (open_fds > 0) {
-    int r = poll(pf, 2, 1000);
-    if (r < 0 && errno == EINTR) continue;
-    if (time(NULL) > deadline) { timed_out = 1; kill(pid, SIGKILL); break; }
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char tmp[4096];
-      ssize_t got = read(pf[i].fd, tmp, sizeof tmp);
-      if (got <= 0) { close(pf[i].fd); pf[i].fd = -1; open_fds--; continue; }
-      buf_add(i == 0 ? &bo : &be, tmp, (size_t)got);
-    }
-  }
-  for (int i = 0; i < 2; i++) if (pf[i].fd >= 0) close(pf[i].fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-
-  /* expected stderr: the EXPECT (exact) and EXPECTP (prefix) lines, in order */
-  buf_t want = {0};
-  buf_add(&want, "", 0);
-  enum { MAXE = 16 };
-  char *exp_text[MAXE];
-  int exp_prefix[MAXE];
-  int nexp = 0;
-  int done = 0, after = 0;
-  char *save = NULL;
-  char *copy = strdup(bo.data);
-  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int is_p = strncmp(line, "EXPECTP ", 8) == 0;
-    if (is_p || strncmp(line, "EXPECT ", 7) == 0) {
-      char *t = line + (is_p ? 8 : 7);
-      buf_add(&want, t, strlen(t));
-      buf_add(&want, is_p ? "...\n" : "\n", is_p ? 4 : 1);
-      if (nexp < MAXE) { exp_text[nexp] = t; exp_prefix[nexp] = is_p; nexp++; }
-    } else if (strcmp(line, "DONE") == 0) {
-      done = 1;
-    } else if (strcmp(line, "AFTER") == 0) {
-      after = 1;
-    }
-  }
-  /* compare stderr line by line: same number of lines, each ending in \n */
-  int stderr_ok = 1;
-  {
-    const char *e = be.data;
-    int i = 0;
-    while (*e) {
-      const char *nl = strchr(e, '\n');
-      if (!nl || i >= nexp) { stderr_ok = 0; break; }
-      size_t len = (size_t)(nl - e), tl = strlen(exp_text[i]);
-      if (exp_prefix[i] ? (len <= tl || strncmp(e, exp_text[i], tl) != 0)
-                        : (len != tl || strncmp(e, exp_text[i], tl) != 0)) {
-        stderr_ok = 0;
-        break;
-      }
-      if (memchr(e, '\r', len)) { stderr_ok = 0; break; }
-      e = nl + 1;
-      i++;
-    }
-    if (i != nexp) stderr_ok = 0;
-  }
-
-  int ok = 1;
-  char why[512] = "";
-  if (timed_out) {
-    ok = 0;
-    snprintf(why, sizeof why, "child did not finish within 30 s (hang or deadlock after the bad call?)");
-  } else if (sc->expect_abort) {
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
-      ok = 0;
-      if (WIFSIGNALED(status))
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child died by signal %d (%s), expected SIGABRT",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-      else
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child exited with status %d instead of SIGABRT%s",
-                 WEXITSTATUS(status), after ? " (it continued after the bad call)" : "");
-    } else if (after) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child continued after the bad call before aborting");
-    }
-  } else {
-    if (WIFSIGNALED(status)) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child was killed by signal %d (%s)%s", WTERMSIG(status),
-               strsignal(WTERMSIG(status)), after ? " after the bad call" : " during the bad call");
-    } else if (WEXITSTATUS(status) != 0 || !done) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child exited with status %d%s", WEXITSTATUS(status),
-               done ? "" : " without finishing its checks");
-    }
-  }
-  if (nexp == 0 && strcmp(sc->name, "clean") != 0 && ok) {
-    ok = 0;
-    snprintf(why, sizeof why, "internal: the child sent no expected line");
-  }
-  if (!stderr_ok) ok = 0;
-
-  if (ok) {
-    printf("[bad_input] %-28s ok%s\n", sc->name, sc->expect_abort ? " (SIGABRT)" : "");
-  } else {
-    printf("[bad_input] %-28s FAILED%s%s\n", sc->name, why[0] ? ": " : "", why);
-    if (!stderr_ok) {
-      printf("      stderr differs from the expected error line(s)\n");
-      show("expected", want.data);
-      show("got     ", be.data);
-    }
-    for (char *s = bo.data; (s = strstr(s, "FAIL ")) != NULL; s++) {
-      char *e = strchr(s, '\n');
-      printf("      child: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
-      if (!e) break;
-    }
-    printf("      reproduce: %sbuild/tests/test_bad_input %s\n", sc->on_error ? "BRISK_ON_ERROR=abort " : "",
-           sc->name);
-  }
-  fflush(stdout);
-  free(bo.data);
-  free(be.data);
-  free(want.data);
-  free(copy);
-  return ok ? 0 : 1;
-}
-
-int main(int argc, char **argv) {
-  if (argc >= 2) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    alarm(25);
-    for (int i = 0; i < NSCEN; i++)
-      if (strcmp(argv[1], k_scenarios[i].name) == 0) {
-        k_scenarios[i].run();
-        return 0; /* run() exits */
-      }
-    fprintf(stderr, "test_bad_input: unknown scenario %s\n", argv[1]);
-    return 2;
-  }
-  int failed = 0;
-  for (int i = 0; i < NSCEN; i++) failed += run_scenario(&k_scenarios[i]);
-  if (failed) {
-    printf("[bad_input] FAILED: %d of %d scenarios\n", failed, (int)NSCEN);
-    return 1;
-  }
-  printf("[bad_input] all %d scenarios passed\n", (int)NSCEN);
-  return 0;
-}
+int main(int argc, char **argv) { return scenario_main(&k_suite, argc, argv); }

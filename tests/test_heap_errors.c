@@ -4,10 +4,8 @@
  *
  * ctest-labels: sanitize
  *
- * As in test_bad_input.c, the parent re-executes this binary
- * (/proc/self/exe <scenario>) in a forked child with a clean environment
- * (no BRISK_* variables except the scenario's), captures the child's
- * stdout and stderr through pipes, and checks:
+ * As in test_bad_input.c, each scenario runs in a re-executed child
+ * (scenario_runner.h), which checks:
  *   - stderr is exactly the expected line(s), in order: the child computes
  *     each with printf("%p") and sends it on stdout before the bad call as
  *       "EXPECT <line>"                      the whole line, or
@@ -23,20 +21,12 @@
 #include <brisk.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 static void *opaque_ptr(void *p) {
   __asm__ volatile("" : "+r"(p));
@@ -47,8 +37,7 @@ static void *opaque_ptr(void *p) {
 /* child side                                                          */
 
 #include "child_expect.h"
-
-
+#include "scenario_runner.h"
 
 /* The reasons a free of a destroyed heap's block may give: the memory is
  * kept (in the segment cache) or already returned to the OS; named as a
@@ -159,13 +148,6 @@ static void finish(void) {
   fflush(stdout);
   exit(0);
 }
-
-typedef struct {
-  const char *name;
-  const char *on_error; /* BRISK_ON_ERROR value or NULL */
-  int expect_abort;
-  void (*run)(void);
-} scenario_t;
 
 /* ---- allocating on a thread that did not create the heap ------------ */
 
@@ -482,265 +464,32 @@ static void sc_clean(void) {
 }
 
 static const scenario_t k_scenarios[] = {
-    {"clean", NULL, 0, sc_clean},
-    {"wrong_thread_malloc", NULL, 0, sc_wrong_thread_malloc},
-    {"wrong_thread_aligned", NULL, 0, sc_wrong_thread_aligned},
-    {"wrong_thread_calloc", NULL, 0, sc_wrong_thread_calloc},
-    {"wrong_thread_realloc", NULL, 0, sc_wrong_thread_realloc},
-    {"destroyed_malloc", NULL, 0, sc_destroyed_malloc},
-    {"destroyed_aligned", NULL, 0, sc_destroyed_aligned},
-    {"destroyed_calloc", NULL, 0, sc_destroyed_calloc},
-    {"destroyed_realloc", NULL, 0, sc_destroyed_realloc},
-    {"destroyed_stats_and_destroy", NULL, 0, sc_destroyed_stats_and_destroy},
-    {"not_a_heap_null", NULL, 0, sc_not_a_heap_null},
-    {"not_a_heap_global", NULL, 0, sc_not_a_heap_global},
-    {"not_a_heap_block", NULL, 0, sc_not_a_heap_block},
-    {"free_after_destroy", NULL, 0, sc_free_after_destroy},
-    {"free_after_destroy_thread", NULL, 0, sc_free_after_destroy_thread},
-    {"free_after_destroy_huge", NULL, 0, sc_free_after_destroy_huge},
-    {"arena_bad_alignment", NULL, 0, sc_arena_bad_alignment},
-    {"arena_bad_alignment_small", NULL, 0, sc_arena_bad_alignment_small},
-    {"abort_wrong_thread", "abort", 1, sc_wrong_thread_malloc},
-    {"abort_destroyed", "abort", 1, sc_destroyed_malloc},
+    {"clean", NULL, 0, 0, sc_clean},
+    {"wrong_thread_malloc", NULL, 0, 0, sc_wrong_thread_malloc},
+    {"wrong_thread_aligned", NULL, 0, 0, sc_wrong_thread_aligned},
+    {"wrong_thread_calloc", NULL, 0, 0, sc_wrong_thread_calloc},
+    {"wrong_thread_realloc", NULL, 0, 0, sc_wrong_thread_realloc},
+    {"destroyed_malloc", NULL, 0, 0, sc_destroyed_malloc},
+    {"destroyed_aligned", NULL, 0, 0, sc_destroyed_aligned},
+    {"destroyed_calloc", NULL, 0, 0, sc_destroyed_calloc},
+    {"destroyed_realloc", NULL, 0, 0, sc_destroyed_realloc},
+    {"destroyed_stats_and_destroy", NULL, 0, 0, sc_destroyed_stats_and_destroy},
+    {"not_a_heap_null", NULL, 0, 0, sc_not_a_heap_null},
+    {"not_a_heap_global", NULL, 0, 0, sc_not_a_heap_global},
+    {"not_a_heap_block", NULL, 0, 0, sc_not_a_heap_block},
+    {"free_after_destroy", NULL, 0, 0, sc_free_after_destroy},
+    {"free_after_destroy_thread", NULL, 0, 0, sc_free_after_destroy_thread},
+    {"free_after_destroy_huge", NULL, 0, 0, sc_free_after_destroy_huge},
+    {"arena_bad_alignment", NULL, 0, 0, sc_arena_bad_alignment},
+    {"arena_bad_alignment_small", NULL, 0, 0, sc_arena_bad_alignment_small},
+    {"abort_wrong_thread", NULL, 1, 0, sc_wrong_thread_malloc},
+    {"abort_destroyed", NULL, 1, 0, sc_destroyed_malloc},
 };
 enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
 
-/* ================================================================== */
-/* parent side                                                         */
+/* Scenarios announce all their lines before the first bad call: with
+ * BRISK_ON_ERROR=abort only the first is printed. */
+static const suite_t k_suite = {.name = "heap_errors", .scenarios = k_scenarios, .count = NSCEN,
+                                .expect_upfront = 1};
 
-typedef struct {
-  char *data;
-  size_t len, cap;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t nc = (b->len + n + 1) * 2;
-    char *d = realloc(b->data, nc);
-    if (!d) { fprintf(stderr, "test_heap_errors: out of memory\n"); exit(2); }
-    b->data = d;
-    b->cap = nc;
-  }
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-static void show(const char *label, const char *s) {
-  printf("      %s: \"", label);
-  for (; s && *s; s++) {
-    if (*s == '\n') printf("\\n");
-    else if (*s == '\t') printf(" | ");
-    else if ((unsigned char)*s < 0x20) printf("\\x%02x", (unsigned char)*s);
-    else putchar(*s);
-  }
-  printf("\"\n");
-}
-
-enum { MAXE = 16 };
-typedef struct {
-  char *text;    /* exact line, or the prefix */
-  char *reasons; /* NULL for an exact line; else tab-separated alternatives */
-} expect_t;
-
-/* Does the stderr line [e, e+len) match x? */
-static int line_matches(const char *e, size_t len, const expect_t *x) {
-  size_t tl = strlen(x->text);
-  if (!x->reasons) return len == tl && strncmp(e, x->text, tl) == 0;
-  if (len <= tl || strncmp(e, x->text, tl) != 0) return 0;
-  const char *rest = e + tl;
-  size_t rl = len - tl;
-  const char *r = x->reasons;
-  while (*r) {
-    const char *tab = strchr(r, '\t');
-    size_t n = tab ? (size_t)(tab - r) : strlen(r);
-    if (n == rl && strncmp(rest, r, n) == 0) return 1;
-    if (!tab) break;
-    r = tab + 1;
-  }
-  return 0;
-}
-
-static int run_scenario(const scenario_t *sc) {
-  int out[2], err[2];
-  if (pipe(out) || pipe(err)) { perror("pipe"); return 1; }
-  int n = 0;
-  while (environ[n]) n++;
-  char **envp = calloc((size_t)n + 2, sizeof *envp);
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    if (strncmp(environ[i], "BRISK_", 6) != 0) envp[k++] = environ[i];
-  char onerr[64];
-  if (sc->on_error) {
-    snprintf(onerr, sizeof onerr, "BRISK_ON_ERROR=%s", sc->on_error);
-    envp[k++] = onerr;
-  }
-  envp[k] = NULL;
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) { perror("fork"); return 1; }
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
-    struct rlimit rl = {0, 0};
-    setrlimit(RLIMIT_CORE, &rl);
-    char *argv[] = {(char *)"test_heap_errors", (char *)sc->name, NULL};
-    execve("/proc/self/exe", argv, envp);
-    _exit(127);
-  }
-  free(envp);
-  close(out[1]);
-  close(err[1]);
-  buf_t bo = {0}, be = {0};
-  buf_add(&bo, "", 0);
-  buf_add(&be, "", 0);
-  struct pollfd pf[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  time_t deadline = time(NULL) + 30;
-  int timed_out = 0;
-  while (open_fds > 0) {
-    int r = poll(pf, 2, 1000);
-    if (r < 0 && errno == EINTR) continue;
-    if (time(NULL) > deadline) { timed_out = 1; kill(pid, SIGKILL); break; }
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char tmp[4096];
-      ssize_t got = read(pf[i].fd, tmp, sizeof tmp);
-      if (got <= 0) { close(pf[i].fd); pf[i].fd = -1; open_fds--; continue; }
-      buf_add(i == 0 ? &bo : &be, tmp, (size_t)got);
-    }
-  }
-  for (int i = 0; i < 2; i++) if (pf[i].fd >= 0) close(pf[i].fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-
-  buf_t want = {0};
-  buf_add(&want, "", 0);
-  expect_t exp[MAXE];
-  int nexp = 0;
-  int done = 0, after = 0;
-  char *save = NULL;
-  char *copy = strdup(bo.data);
-  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int is_r = strncmp(line, "EXPECTR ", 8) == 0;
-    if (is_r || strncmp(line, "EXPECT ", 7) == 0) {
-      char *t = line + (is_r ? 8 : 7);
-      char *reasons = NULL;
-      if (is_r) {
-        char *tab = strchr(t, '\t');
-        if (tab) { *tab = '\0'; reasons = tab + 1; }
-        else reasons = (char *)"";
-      }
-      buf_add(&want, t, strlen(t));
-      if (reasons) {
-        buf_add(&want, "{", 1);
-        buf_add(&want, reasons, strlen(reasons));
-        buf_add(&want, "}", 1);
-      }
-      buf_add(&want, "\n", 1);
-      if (nexp < MAXE) { exp[nexp].text = t; exp[nexp].reasons = reasons; nexp++; }
-    } else if (strcmp(line, "DONE") == 0) {
-      done = 1;
-    } else if (strcmp(line, "AFTER") == 0) {
-      after = 1;
-    }
-  }
-  int stderr_ok = 1;
-  {
-    const char *e = be.data;
-    int i = 0;
-    while (*e) {
-      const char *nl = strchr(e, '\n');
-      if (!nl || i >= nexp) { stderr_ok = 0; break; }
-      size_t len = (size_t)(nl - e);
-      if (!line_matches(e, len, &exp[i]) || memchr(e, '\r', len)) { stderr_ok = 0; break; }
-      e = nl + 1;
-      i++;
-    }
-    /* with BRISK_ON_ERROR=abort the process stops at the first line */
-    if (sc->expect_abort ? i != 1 : i != nexp) stderr_ok = 0;
-  }
-
-  int ok = 1;
-  char why[512] = "";
-  if (timed_out) {
-    ok = 0;
-    snprintf(why, sizeof why, "child did not finish within 30 s (hang or deadlock after the bad call?)");
-  } else if (sc->expect_abort) {
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
-      ok = 0;
-      if (WIFSIGNALED(status))
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child died by signal %d (%s), expected SIGABRT",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-      else
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child exited with status %d instead of SIGABRT%s",
-                 WEXITSTATUS(status), after ? " (it continued after the bad call)" : "");
-    } else if (after) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child continued after the bad call before aborting");
-    }
-  } else {
-    if (WIFSIGNALED(status)) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child was killed by signal %d (%s)%s", WTERMSIG(status),
-               strsignal(WTERMSIG(status)), after ? " after the bad call" : " during the bad call");
-    } else if (WEXITSTATUS(status) != 0 || !done) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child exited with status %d%s", WEXITSTATUS(status),
-               done ? "" : " without finishing its checks");
-    }
-  }
-  if (nexp == 0 && strcmp(sc->name, "clean") != 0 && ok) {
-    ok = 0;
-    snprintf(why, sizeof why, "internal: the child sent no expected line");
-  }
-  if (!stderr_ok) ok = 0;
-
-  if (ok) {
-    printf("[heap_errors] %-30s ok%s\n", sc->name, sc->expect_abort ? " (SIGABRT)" : "");
-  } else {
-    printf("[heap_errors] %-30s FAILED%s%s\n", sc->name, why[0] ? ": " : "", why);
-    if (!stderr_ok) {
-      printf("      stderr differs from the expected error line(s)%s\n",
-             sc->expect_abort ? " (with abort: the first line only)" : "");
-      show("expected", want.data);
-      show("got     ", be.data);
-    }
-    for (char *s = bo.data; (s = strstr(s, "FAIL ")) != NULL; s++) {
-      char *e = strchr(s, '\n');
-      printf("      child: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
-      if (!e) break;
-    }
-    printf("      reproduce: %sbuild/tests/test_heap_errors %s\n", sc->on_error ? "BRISK_ON_ERROR=abort " : "",
-           sc->name);
-  }
-  fflush(stdout);
-  free(bo.data);
-  free(be.data);
-  free(want.data);
-  free(copy);
-  return ok ? 0 : 1;
-}
-
-int main(int argc, char **argv) {
-  if (argc >= 2) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    alarm(25);
-    for (int i = 0; i < NSCEN; i++)
-      if (strcmp(argv[1], k_scenarios[i].name) == 0) {
-        k_scenarios[i].run();
-        return 0; /* run() exits */
-      }
-    fprintf(stderr, "test_heap_errors: unknown scenario %s\n", argv[1]);
-    return 2;
-  }
-  int failed = 0;
-  for (int i = 0; i < NSCEN; i++) failed += run_scenario(&k_scenarios[i]);
-  if (failed) {
-    printf("[heap_errors] FAILED: %d of %d scenarios\n", failed, (int)NSCEN);
-    return 1;
-  }
-  printf("[heap_errors] all %d scenarios passed\n", (int)NSCEN);
-  return 0;
-}
+int main(int argc, char **argv) { return scenario_main(&k_suite, argc, argv); }

@@ -26,10 +26,8 @@
  * are not the last block freed, ...): their outcome is printed, never
  * failed.
  *
- * As in test_bad_input.c, the parent re-executes this binary
- * (/proc/self/exe <scenario>) in a forked child with a clean environment
- * (no BRISK_* variables except the scenario's), captures stdout and stderr
- * through pipes and checks:
+ * As in test_bad_input.c, each scenario runs in a re-executed child
+ * (scenario_runner.h), which checks:
  *   - stderr is exactly the expected line(s): the child computes each with
  *     printf("%p") and sends it as "EXPECT <line>" on stdout before the bad
  *     call ("EXPECTP <prefix>": the line must start with it);
@@ -43,24 +41,15 @@
 #define _GNU_SOURCE
 #include <brisk.h>
 
-#include <errno.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* C23; exported by libbrisk.so (older glibc headers do not declare it). */
 extern void free_sized(void *p, size_t size);
-
-extern char **environ;
 
 static void *opaque_ptr(void *p) {
   __asm__ volatile("" : "+r"(p));
@@ -74,9 +63,7 @@ static void *opaque_ptr(void *p) {
 /* child side                                                          */
 
 #include "child_expect.h"
-
-
-
+#include "scenario_runner.h"
 
 static void after_bad_calls(void) {
   printf("AFTER\n");
@@ -835,311 +822,67 @@ static void sc_clean(void) {
 
 /* ================================================================== */
 
-typedef struct {
-  const char *name;
-  const char *env; /* an extra BRISK_* setting, or NULL */
-  int info;        /* a known limit: print the outcome, never fail */
-  void (*run)(void);
-} scenario_t;
-
 static const scenario_t k_scenarios[] = {
-    {"clean", NULL, 0, sc_clean},
-    {"df_aba", NULL, 0, sc_df_aba},
-    {"df_aba_brisk_free", NULL, 0, sc_df_aba_brisk_free},
-    {"df_aba_free_sized", NULL, 0, sc_df_aba_free_sized},
-    {"df_aba_brisk_free_sized", NULL, 0, sc_df_aba_brisk_free_sized},
-    {"df_aba_realloc", NULL, 0, sc_df_aba_realloc},
-    {"df_aba_realloc_same", NULL, 0, sc_df_aba_realloc_same},
-    {"df_aba_brisk_realloc", NULL, 0, sc_df_aba_brisk_realloc},
-    {"df_aba_medium", NULL, 0, sc_df_aba_medium},
-    {"df_aba_medium_realloc", NULL, 0, sc_df_aba_medium_realloc},
-    {"df_aba_8k", NULL, 0, sc_df_aba_8k},
-    {"df_aba_64k", NULL, 0, sc_df_aba_64k},
-    {"df_after_50", NULL, 0, sc_df_after_50},
-    {"df_classes", NULL, 0, sc_df_classes},
-    {"df_reused", NULL, 0, sc_df_reused},
-    {"df_reused_realloc", NULL, 0, sc_df_reused_realloc},
-    {"df_reused_free_sized", NULL, 0, sc_df_reused_free_sized},
-    {"df_heap", NULL, 0, sc_df_heap},
-    {"df_remote_last", NULL, 0, sc_df_remote_last},
-    {"df_retired_page", NULL, 0, sc_df_retired_page},
-    {"df_large", NULL, 0, sc_df_large},
-    {"df_large_realloc", NULL, 0, sc_df_large_realloc},
-    {"huge_twice", NULL, 0, sc_huge_twice},
-    {"huge_twice_brisk_free", NULL, 0, sc_huge_twice_brisk_free},
-    {"huge_twice_brisk_free_sized", NULL, 0, sc_huge_twice_brisk_free_sized},
-    {"huge_twice_realloc", NULL, 0, sc_huge_twice_realloc},
-    {"huge_interior_after_free", NULL, 0, sc_huge_interior_after_free},
-    {"huge_far_interior_after_free", NULL, 0, sc_huge_far_interior_after_free},
-    {"unmapped_segment", "BRISK_SEGMENT_CACHE=0", 0, sc_unmapped_segment},
-    {"unmapped_segment_realloc", "BRISK_SEGMENT_CACHE=0", 0, sc_unmapped_segment_realloc},
-    {"unmapped_segment_brisk_free_sized", "BRISK_SEGMENT_CACHE=0", 0, sc_unmapped_segment_brisk_free_sized},
-    {"destroyed_cached", NULL, 0, sc_destroyed_cached},
-    {"destroyed_unmapped", "BRISK_SEGMENT_CACHE=0", 0, sc_destroyed_unmapped},
-    {"destroyed_huge", NULL, 0, sc_destroyed_huge},
-    {"waf_local", NULL, 0, sc_waf_local},
-    {"waf_local_1k", NULL, 0, sc_waf_local_1k},
-    {"waf_middle", NULL, 0, sc_waf_middle},
-    {"waf_heap", NULL, 0, sc_waf_heap},
-    {"waf_overflow", NULL, 0, sc_waf_overflow},
-    {"waf_to_other_page", NULL, 0, sc_waf_to_other_page},
-    {"interior_free_sized", NULL, 0, sc_interior_free_sized},
-    {"interior_free_sized_c23", NULL, 0, sc_interior_free_sized_c23},
-    {"interior_medium_realloc", NULL, 0, sc_interior_medium_realloc},
-    {"interior_medium_brisk_realloc", NULL, 0, sc_interior_medium_brisk_realloc},
-    {"interior_large_free_sized", NULL, 0, sc_interior_large_free_sized},
-    {"interior_huge_realloc", NULL, 0, sc_interior_huge_realloc},
-    {"not_ours_stack", NULL, 0, sc_not_ours_stack},
-    {"not_ours_global_free_sized", NULL, 0, sc_not_ours_global_free_sized},
-    {"not_ours_global_realloc", NULL, 0, sc_not_ours_global_realloc},
-    {"not_ours_segment_header", NULL, 0, sc_not_ours_segment_header},
-    {"info_remote_df_not_last", NULL, 1, sc_info_remote_df_not_last},
-    {"info_local_then_remote", NULL, 1, sc_info_local_then_remote},
-    {"info_remote_then_local", NULL, 1, sc_info_remote_then_local},
-    {"info_waf_valid_link", NULL, 1, sc_info_waf_valid_link},
+    {"clean", NULL, 0, 0, sc_clean},
+    {"df_aba", NULL, 0, 0, sc_df_aba},
+    {"df_aba_brisk_free", NULL, 0, 0, sc_df_aba_brisk_free},
+    {"df_aba_free_sized", NULL, 0, 0, sc_df_aba_free_sized},
+    {"df_aba_brisk_free_sized", NULL, 0, 0, sc_df_aba_brisk_free_sized},
+    {"df_aba_realloc", NULL, 0, 0, sc_df_aba_realloc},
+    {"df_aba_realloc_same", NULL, 0, 0, sc_df_aba_realloc_same},
+    {"df_aba_brisk_realloc", NULL, 0, 0, sc_df_aba_brisk_realloc},
+    {"df_aba_medium", NULL, 0, 0, sc_df_aba_medium},
+    {"df_aba_medium_realloc", NULL, 0, 0, sc_df_aba_medium_realloc},
+    {"df_aba_8k", NULL, 0, 0, sc_df_aba_8k},
+    {"df_aba_64k", NULL, 0, 0, sc_df_aba_64k},
+    {"df_after_50", NULL, 0, 0, sc_df_after_50},
+    {"df_classes", NULL, 0, 0, sc_df_classes},
+    {"df_reused", NULL, 0, 0, sc_df_reused},
+    {"df_reused_realloc", NULL, 0, 0, sc_df_reused_realloc},
+    {"df_reused_free_sized", NULL, 0, 0, sc_df_reused_free_sized},
+    {"df_heap", NULL, 0, 0, sc_df_heap},
+    {"df_remote_last", NULL, 0, 0, sc_df_remote_last},
+    {"df_retired_page", NULL, 0, 0, sc_df_retired_page},
+    {"df_large", NULL, 0, 0, sc_df_large},
+    {"df_large_realloc", NULL, 0, 0, sc_df_large_realloc},
+    {"huge_twice", NULL, 0, 0, sc_huge_twice},
+    {"huge_twice_brisk_free", NULL, 0, 0, sc_huge_twice_brisk_free},
+    {"huge_twice_brisk_free_sized", NULL, 0, 0, sc_huge_twice_brisk_free_sized},
+    {"huge_twice_realloc", NULL, 0, 0, sc_huge_twice_realloc},
+    {"huge_interior_after_free", NULL, 0, 0, sc_huge_interior_after_free},
+    {"huge_far_interior_after_free", NULL, 0, 0, sc_huge_far_interior_after_free},
+    {"unmapped_segment", "BRISK_SEGMENT_CACHE=0", 0, 0, sc_unmapped_segment},
+    {"unmapped_segment_realloc", "BRISK_SEGMENT_CACHE=0", 0, 0, sc_unmapped_segment_realloc},
+    {"unmapped_segment_brisk_free_sized", "BRISK_SEGMENT_CACHE=0", 0, 0, sc_unmapped_segment_brisk_free_sized},
+    {"destroyed_cached", NULL, 0, 0, sc_destroyed_cached},
+    {"destroyed_unmapped", "BRISK_SEGMENT_CACHE=0", 0, 0, sc_destroyed_unmapped},
+    {"destroyed_huge", NULL, 0, 0, sc_destroyed_huge},
+    {"waf_local", NULL, 0, 0, sc_waf_local},
+    {"waf_local_1k", NULL, 0, 0, sc_waf_local_1k},
+    {"waf_middle", NULL, 0, 0, sc_waf_middle},
+    {"waf_heap", NULL, 0, 0, sc_waf_heap},
+    {"waf_overflow", NULL, 0, 0, sc_waf_overflow},
+    {"waf_to_other_page", NULL, 0, 0, sc_waf_to_other_page},
+    {"interior_free_sized", NULL, 0, 0, sc_interior_free_sized},
+    {"interior_free_sized_c23", NULL, 0, 0, sc_interior_free_sized_c23},
+    {"interior_medium_realloc", NULL, 0, 0, sc_interior_medium_realloc},
+    {"interior_medium_brisk_realloc", NULL, 0, 0, sc_interior_medium_brisk_realloc},
+    {"interior_large_free_sized", NULL, 0, 0, sc_interior_large_free_sized},
+    {"interior_huge_realloc", NULL, 0, 0, sc_interior_huge_realloc},
+    {"not_ours_stack", NULL, 0, 0, sc_not_ours_stack},
+    {"not_ours_global_free_sized", NULL, 0, 0, sc_not_ours_global_free_sized},
+    {"not_ours_global_realloc", NULL, 0, 0, sc_not_ours_global_realloc},
+    {"not_ours_segment_header", NULL, 0, 0, sc_not_ours_segment_header},
+    {"info_remote_df_not_last", NULL, 0, 1, sc_info_remote_df_not_last},
+    {"info_local_then_remote", NULL, 0, 1, sc_info_local_then_remote},
+    {"info_remote_then_local", NULL, 0, 1, sc_info_remote_then_local},
+    {"info_waf_valid_link", NULL, 0, 1, sc_info_waf_valid_link},
 };
 enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
 
-/* ================================================================== */
-/* parent side                                                         */
+/* Every scenario again with BRISK_ON_ERROR=abort; each line is announced
+ * right before its bad call. */
+static const suite_t k_suite = {.name = "safety", .scenarios = k_scenarios, .count = NSCEN, .abort_pass = 1,
+                                .start_line = 1};
 
-typedef struct {
-  char *data;
-  size_t len, cap;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t nc = (b->len + n + 1) * 2;
-    char *d = realloc(b->data, nc);
-    if (!d) { fprintf(stderr, "test_safety: out of memory\n"); exit(2); }
-    b->data = d;
-    b->cap = nc;
-  }
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-static void show(const char *label, const char *s) {
-  printf("      %s: \"", label);
-  for (; s && *s; s++) {
-    if (*s == '\n') printf("\\n");
-    else if ((unsigned char)*s < 0x20) printf("\\x%02x", (unsigned char)*s);
-    else putchar(*s);
-  }
-  printf("\"\n");
-}
-
-enum { CHILD_TIMEOUT = 30, INFO_TIMEOUT = 10 };
-
-static int run_scenario(const scenario_t *sc, int abort_mode) {
-  int out[2], err[2];
-  if (pipe(out) || pipe(err)) { perror("pipe"); return 1; }
-  int n = 0;
-  while (environ[n]) n++;
-  char **envp = calloc((size_t)n + 3, sizeof *envp);
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    if (strncmp(environ[i], "BRISK_", 6) != 0) envp[k++] = environ[i];
-  if (sc->env) envp[k++] = (char *)sc->env;
-  if (abort_mode) envp[k++] = (char *)"BRISK_ON_ERROR=abort";
-  envp[k] = NULL;
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) { perror("fork"); return 1; }
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
-    struct rlimit rl = {0, 0};
-    setrlimit(RLIMIT_CORE, &rl);
-    char *argv[] = {(char *)"test_safety", (char *)sc->name, NULL};
-    execve("/proc/self/exe", argv, envp);
-    _exit(127);
-  }
-  free(envp);
-  close(out[1]);
-  close(err[1]);
-  buf_t bo = {0}, be = {0};
-  buf_add(&bo, "", 0);
-  buf_add(&be, "", 0);
-  struct pollfd pf[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  time_t deadline = time(NULL) + (sc->info ? INFO_TIMEOUT : CHILD_TIMEOUT);
-  int timed_out = 0;
-  while (open_fds > 0) {
-    int r = poll(pf, 2, 500);
-    if (r < 0 && errno == EINTR) continue;
-    if (time(NULL) > deadline) { timed_out = 1; kill(pid, SIGKILL); break; }
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char tmp[4096];
-      ssize_t got = read(pf[i].fd, tmp, sizeof tmp);
-      if (got <= 0) { close(pf[i].fd); pf[i].fd = -1; open_fds--; continue; }
-      buf_add(i == 0 ? &bo : &be, tmp, (size_t)got);
-    }
-  }
-  for (int i = 0; i < 2; i++) if (pf[i].fd >= 0) close(pf[i].fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-
-  buf_t want = {0};
-  buf_add(&want, "", 0);
-  enum { MAXE = 32 };
-  char *exp_text[MAXE];
-  int exp_prefix[MAXE];
-  int nexp = 0, done = 0, after = 0;
-  char *save = NULL;
-  char *copy = strdup(bo.data);
-  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int is_p = strncmp(line, "EXPECTP ", 8) == 0;
-    if (is_p || strncmp(line, "EXPECT ", 7) == 0) {
-      char *t = line + (is_p ? 8 : 7);
-      buf_add(&want, t, strlen(t));
-      buf_add(&want, is_p ? "...\n" : "\n", is_p ? 4 : 1);
-      if (nexp < MAXE) { exp_text[nexp] = t; exp_prefix[nexp] = is_p; nexp++; }
-    } else if (strcmp(line, "DONE") == 0) {
-      done = 1;
-    } else if (strcmp(line, "AFTER") == 0) {
-      after = 1;
-    }
-  }
-
-  if (sc->info) {
-    const char *what;
-    if (timed_out) what = "the child hung (killed)";
-    else if (WIFSIGNALED(status)) what = strsignal(WTERMSIG(status));
-    else if (WEXITSTATUS(status) == 0 && done) what = "the child finished, heap checks passed";
-    else what = "the child finished, heap checks FAILED";
-    printf("[safety] %-36s info (known limit, not a failure): %s; stderr: %s", sc->name, what,
-           be.data[0] ? "" : "(nothing: not detected)\n");
-    if (be.data[0]) {
-      char *s = be.data, *e;
-      int lines = 0;
-      while ((e = strchr(s, '\n')) && lines < 3) { printf("%s%.*s\n", lines ? "        " : "", (int)(e - s), s); s = e + 1; lines++; }
-      if (!lines) printf("%s\n", s);
-    }
-    char *lsave = NULL;
-    char *lines_copy = strdup(bo.data);
-    for (char *l = strtok_r(lines_copy, "\n", &lsave); l; l = strtok_r(NULL, "\n", &lsave))
-      if (strncmp(l, "INFO ", 5) == 0 || strncmp(l, "FAIL ", 5) == 0) printf("        %s\n", l);
-    free(lines_copy);
-    free(bo.data); free(be.data); free(want.data); free(copy);
-    return 0;
-  }
-
-  int stderr_ok = 1;
-  {
-    const char *e = be.data;
-    int i = 0;
-    while (*e) {
-      const char *nl = strchr(e, '\n');
-      if (!nl || i >= nexp) { stderr_ok = 0; break; }
-      size_t len = (size_t)(nl - e), tl = strlen(exp_text[i]);
-      if (exp_prefix[i] ? (len <= tl || strncmp(e, exp_text[i], tl) != 0)
-                        : (len != tl || strncmp(e, exp_text[i], tl) != 0)) {
-        stderr_ok = 0;
-        break;
-      }
-      e = nl + 1;
-      i++;
-    }
-    if (i != nexp) stderr_ok = 0;
-  }
-
-  int ok = 1;
-  char why[512] = "";
-  if (timed_out) {
-    ok = 0;
-    snprintf(why, sizeof why, "child did not finish within %d s (hang or deadlock after the bad call?)", CHILD_TIMEOUT);
-  } else if (abort_mode) {
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
-      ok = 0;
-      if (WIFSIGNALED(status))
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child died by signal %d (%s), expected SIGABRT",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-      else
-        snprintf(why, sizeof why, "with BRISK_ON_ERROR=abort the child exited with status %d instead of SIGABRT%s",
-                 WEXITSTATUS(status), after ? " (it continued after the bad call)" : "");
-    } else if (after) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child continued after the bad call before aborting");
-    } else if (nexp != 1) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child announced %d lines before aborting, expected 1", nexp);
-    }
-  } else {
-    if (WIFSIGNALED(status)) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child was killed by signal %d (%s)%s", WTERMSIG(status),
-               strsignal(WTERMSIG(status)), after ? " after the bad calls" : " during the bad calls");
-    } else if (WEXITSTATUS(status) != 0 || !done) {
-      ok = 0;
-      snprintf(why, sizeof why, "the child exited with status %d%s", WEXITSTATUS(status),
-               done ? "" : " without finishing its checks");
-    }
-  }
-  if (nexp == 0 && strcmp(sc->name, "clean") != 0 && ok) {
-    ok = 0;
-    snprintf(why, sizeof why, "internal: the child sent no expected line");
-  }
-  if (!stderr_ok) ok = 0;
-
-  char name[96];
-  snprintf(name, sizeof name, "%s%s", abort_mode ? "abort_" : "", sc->name);
-  if (ok) {
-    printf("[safety] %-36s ok%s\n", name, abort_mode ? " (SIGABRT)" : "");
-  } else {
-    printf("[safety] %-36s FAILED%s%s\n", name, why[0] ? ": " : "", why);
-    if (!stderr_ok) {
-      printf("      stderr differs from the expected error line(s)\n");
-      show("expected", want.data);
-      show("got     ", be.data);
-    }
-    for (char *s = bo.data; (s = strstr(s, "FAIL ")) != NULL; s++) {
-      char *e = strchr(s, '\n');
-      printf("      child: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
-      if (!e) break;
-    }
-    printf("      reproduce: %s%s%sbuild/tests/test_safety %s\n", sc->env ? sc->env : "", sc->env ? " " : "",
-           abort_mode ? "BRISK_ON_ERROR=abort " : "", sc->name);
-  }
-  fflush(stdout);
-  free(bo.data);
-  free(be.data);
-  free(want.data);
-  free(copy);
-  return ok ? 0 : 1;
-}
-
-int main(int argc, char **argv) {
-  if (argc >= 2) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    alarm(CHILD_TIMEOUT - 5);
-    printf("START\n"); /* stdout's buffer is allocated now, not between a bad call's setup and the call */
-    for (int i = 0; i < NSCEN; i++)
-      if (strcmp(argv[1], k_scenarios[i].name) == 0) {
-        if (k_scenarios[i].info) alarm(INFO_TIMEOUT - 2);
-        k_scenarios[i].run();
-        return 0; /* run() exits */
-      }
-    fprintf(stderr, "test_safety: unknown scenario %s\n", argv[1]);
-    return 2;
-  }
-  int failed = 0, runs = 0;
-  for (int i = 0; i < NSCEN; i++) {
-    failed += run_scenario(&k_scenarios[i], 0);
-    runs++;
-    if (!k_scenarios[i].info && strcmp(k_scenarios[i].name, "clean") != 0) {
-      failed += run_scenario(&k_scenarios[i], 1);
-      runs++;
-    }
-  }
-  if (failed) {
-    printf("[safety] FAILED: %d of %d runs\n", failed, runs);
-    return 1;
-  }
-  printf("[safety] all %d runs passed\n", runs);
-  return 0;
-}
+int main(int argc, char **argv) { return scenario_main(&k_suite, argc, argv); }
