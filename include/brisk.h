@@ -58,7 +58,8 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
 /* Return memory that the calling thread's heap holds but does not use
  * (empty pages, pending remote frees, purge of idle memory) now, instead
- * of after the purge delay. */
+ * of after the purge delay; also the process's cached empty segments and
+ * freed huge mappings. */
 BRISK_API void brisk_collect(void);
 
 /* Testing: make brisk's requests for memory from the OS fail, as when the

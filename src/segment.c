@@ -44,6 +44,14 @@ static brisk_lock_t pool_lock = BRISK_LOCK_INIT;
 static segment_t *pool_first;
 static _Atomic(size_t) pool_count; /* read without the lock as a hint */
 
+/* Freed huge mappings kept for the next huge block (see huge_alloc); under
+ * pool_lock. Newest first, linked by next/prev. */
+static segment_t *huge_cache_first;
+static size_t huge_cache_bytes;
+static _Atomic(size_t) huge_cache_count; /* read without the lock as a hint */
+static void huge_cache_expire_locked(uint64_t now, bool force, segment_t **out);
+static void huge_unmap_list(segment_t *list);
+
 void segment_pool_lock(void) { lock_acquire(&pool_lock); }
 void segment_pool_unlock(void) { lock_release(&pool_lock); }
 void segment_pool_reset_lock(void) { lock_reset(&pool_lock); }
@@ -92,6 +100,7 @@ static void pool_maintain_locked(uint64_t now, bool force) {
       purge_slices(seg, seg->dirty_slices & ALL_PAGE_SLICES);
       seg->dirty_slices = 0;
       seg->purge_slices = 0;
+      seg->purge_later = 0;
     }
     /* The newest `keep` stay mapped (purged once due); the rest go back to
      * the OS at once, so RSS falls right after a burst, except the segments
@@ -108,15 +117,24 @@ static void pool_maintain_locked(uint64_t now, bool force) {
 }
 
 void segment_pool_maintain(bool force) {
-  if (atomic_load_relaxed(&pool_count) == 0 && !force) return;
+  if (atomic_load_relaxed(&pool_count) == 0 && atomic_load_relaxed(&huge_cache_count) == 0 &&
+      !force)
+    return;
   uint64_t now = os_now_ms();
+  segment_t *expired = NULL;
   lock_acquire(&pool_lock);
   pool_maintain_locked(now, force);
+  huge_cache_expire_locked(now, force, &expired);
   lock_release(&pool_lock);
+  huge_unmap_list(expired);
 }
 
 static void pool_put(segment_t *seg, bool keep_until_due) {
   seg->keep_until_due = keep_until_due;
+  /* The pool purges by idle time; a set that takes it starts afresh. */
+  seg->purge_slices = 0;
+  seg->purge_later = 0;
+  seg->purge_at_ms = 0;
   atomic_store_relaxed(&seg->owner_tid, 0);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   uint64_t now = os_now_ms();
@@ -150,6 +168,7 @@ static void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
   seg->free_slices = ALL_PAGE_SLICES;
   seg->dirty_slices = 0;
   seg->purge_slices = 0;
+  seg->purge_later = 0;
   seg->purge_at_ms = 0;
   for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = &brisk_dead_page;
 }
@@ -264,6 +283,7 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
   seg->free_slices &= ~bits;
   seg->dirty_slices |= bits;
   seg->purge_slices &= ~bits;
+  seg->purge_later &= ~bits;
   memset(head, 0, sizeof(*head));
   head->start = (uint8_t *)seg + first * SLICE_SIZE;
   head->span_bytes = n * SLICE_SIZE;
@@ -284,15 +304,20 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
 page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
   if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
   if (align_slices == 0) align_slices = 1;
-  for (segment_t *seg = set->first; seg && seg->free_slices; seg = seg->next) {
-    int first = find_run(seg->free_slices, slices, align_slices);
-    if (first < 0) continue;
-    page_t *span = span_carve(seg, (size_t)first, slices);
-    if (seg->free_slices == 0 && seg->next) { /* full segments go last */
-      set_unlink(set, seg);
-      set_push_back(set, seg);
+  /* Resident free slices first (no page faults, and the purged ones stay
+   * out of RSS); then any free run. */
+  for (int resident = 1; resident >= 0; resident--) {
+    for (segment_t *seg = set->first; seg && seg->free_slices; seg = seg->next) {
+      uint64_t mask = seg->free_slices & (resident ? seg->dirty_slices : ~(uint64_t)0);
+      int first = find_run(mask, slices, align_slices);
+      if (first < 0) continue;
+      page_t *span = span_carve(seg, (size_t)first, slices);
+      if (seg->free_slices == 0 && seg->next) { /* full segments go last */
+        set_unlink(set, seg);
+        set_push_back(set, seg);
+      }
+      return span;
     }
-    return span;
   }
   segment_t *seg = set_add_segment(set);
   if (seg == NULL) return NULL;
@@ -336,9 +361,15 @@ void span_free(segment_set_t *set, page_t *span) {
     pool_put(seg, false);
     return;
   }
-  uint64_t now = os_now_ms();
+  /* Slices wait between one and two delays: those freed while a deadline
+   * is pending join the next round, so a slice freed just before the
+   * deadline is not purged (and re-faulted) at once. */
+  if (seg->purge_at_ms != 0) {
+    seg->purge_later |= bits;
+    return;
+  }
   seg->purge_slices |= bits;
-  if (seg->purge_at_ms == 0) seg->purge_at_ms = now + purge_delay();
+  seg->purge_at_ms = os_now_ms() + purge_delay();
   if (set->next_purge_ms == 0 || seg->purge_at_ms < set->next_purge_ms)
     set->next_purge_ms = seg->purge_at_ms;
 }
@@ -354,6 +385,7 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   seg->free_slices &= ~extra;
   seg->dirty_slices |= extra;
   seg->purge_slices &= ~extra;
+  seg->purge_later &= ~extra;
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
   if (BRISK_HARDENED) { /* guards move to the new end */
     guards_lift(seg, slice_bits(first, slices - 1));
@@ -374,16 +406,17 @@ void segment_set_purge(segment_set_t *set, bool force) {
   if (!force && now < set->next_purge_ms) return;
   uint64_t next = 0;
   for (segment_t *seg = set->first; seg; seg = seg->next) {
-    if (seg->purge_slices == 0) continue;
+    if (seg->purge_slices == 0 && seg->purge_later == 0) continue;
     if (force || now >= seg->purge_at_ms) {
-      uint64_t mask = seg->purge_slices & seg->free_slices;
+      uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
+                      seg->free_slices;
       purge_slices(seg, mask);
       seg->dirty_slices &= ~mask;
-      seg->purge_slices = 0;
-      seg->purge_at_ms = 0;
-    } else if (next == 0 || seg->purge_at_ms < next) {
-      next = seg->purge_at_ms;
+      seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
+      seg->purge_later = 0;
+      seg->purge_at_ms = seg->purge_slices ? now + purge_delay() : 0;
     }
+    if (seg->purge_at_ms != 0 && (next == 0 || seg->purge_at_ms < next)) next = seg->purge_at_ms;
   }
   set->next_purge_ms = next;
   segment_pool_maintain(force);
@@ -459,7 +492,114 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
 /* ---------------------------------------------------------------------------
  * Huge blocks. The header occupies the first slice; the block starts at
  * the first multiple of the alignment past it.
+ *
+ * The huge cache. Mapping a huge block costs a page fault per 4 KiB when it
+ * is first written, and its unmap a TLB shootdown: a program that frees one
+ * and allocates the next pays both every time. Freed mappings (at most
+ * HUGE_CACHE_SLOTS, HUGE_CACHE_MAX bytes in all; default build only) wait
+ * for the purge delay. A new huge block takes the smallest one that fits
+ * and unmaps the surplus beyond its end; if none fits, the largest is grown
+ * in place (mremap without moving), and if that fails the cached ones are
+ * unmapped before a new mapping is made. So the cache never holds memory
+ * beside a fresh mapping: peak RSS is that of the live blocks. Cached
+ * memory is not a block: the registry names it returned (or destroyed),
+ * so a late free of the old block is reported as before.
  * ------------------------------------------------------------------------- */
+#define HUGE_CACHE_SLOTS 4
+#define HUGE_CACHE_MAX ((size_t)64 << 20)
+
+static void huge_cache_unlink_locked(segment_t *seg) {
+  if (seg->prev) seg->prev->next = seg->next;
+  else huge_cache_first = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  huge_cache_bytes -= seg->mapped_size;
+  atomic_sub_relaxed(&huge_cache_count, 1);
+}
+
+/* Move expired entries (all when forced) to *out, linked by next. */
+static void huge_cache_expire_locked(uint64_t now, bool force, segment_t **out) {
+  uint64_t delay = purge_delay();
+  segment_t *seg = huge_cache_first;
+  while (seg) {
+    segment_t *next = seg->next;
+    if (force || now >= seg->idle_since_ms + delay) {
+      huge_cache_unlink_locked(seg);
+      seg->next = *out;
+      *out = seg;
+    }
+    seg = next;
+  }
+}
+
+static void huge_unmap_list(segment_t *list) {
+  while (list) {
+    segment_t *next = list->next;
+    segment_unmap(list);
+    list = next;
+  }
+}
+
+/* Take a cached mapping for `mapped` bytes, trimmed or grown to exactly
+ * that size; NULL if none serves (the cache is then emptied). */
+static segment_t *huge_cache_take(size_t mapped) {
+  if (atomic_load_relaxed(&huge_cache_count) == 0) return NULL;
+  segment_t *fit = NULL, *largest = NULL, *drop = NULL;
+  lock_acquire(&pool_lock);
+  for (segment_t *seg = huge_cache_first; seg; seg = seg->next) {
+    if (seg->mapped_size >= mapped && (!fit || seg->mapped_size < fit->mapped_size)) fit = seg;
+    if (!largest || seg->mapped_size > largest->mapped_size) largest = seg;
+  }
+  segment_t *take = fit ? fit : largest;
+  if (take) huge_cache_unlink_locked(take);
+  if (!fit) huge_cache_expire_locked(0, true, &drop);
+  lock_release(&pool_lock);
+  huge_unmap_list(drop);
+  if (take == NULL) return NULL;
+  size_t old = take->mapped_size;
+  if (old != mapped && os_remap_in_place(take, old, mapped) != 0) {
+    segment_unmap(take);
+    return NULL;
+  }
+  STAT_LEVEL(mapped_bytes, (int64_t)mapped - (int64_t)old);
+  take->mapped_size = mapped;
+  return take;
+}
+
+/* Keep a freed mapping in the cache; false if it must be unmapped. */
+static bool huge_cache_put(segment_t *seg) {
+  size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
+  if (BRISK_HARDENED || offset != SLICE_SIZE || seg->mapped_size > HUGE_CACHE_MAX ||
+      purge_delay() == 0)
+    return false;
+  registry_set((uintptr_t)seg, seg->mapped_size,
+               seg->destroyed ? &brisk_segment_destroyed : &brisk_segment_returned);
+  atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
+  atomic_store_relaxed(&seg->owner_tid, 0);
+  uint64_t now = os_now_ms();
+  seg->idle_since_ms = now;
+  segment_t *drop = NULL;
+  lock_acquire(&pool_lock);
+  huge_cache_expire_locked(now, false, &drop);
+  /* Make room: the oldest go first. */
+  while (huge_cache_first && (atomic_load_relaxed(&huge_cache_count) >= HUGE_CACHE_SLOTS ||
+                              huge_cache_bytes + seg->mapped_size > HUGE_CACHE_MAX)) {
+    segment_t *oldest = huge_cache_first;
+    while (oldest->next) oldest = oldest->next;
+    huge_cache_unlink_locked(oldest);
+    oldest->next = drop;
+    drop = oldest;
+  }
+  seg->prev = NULL;
+  seg->next = huge_cache_first;
+  if (huge_cache_first) huge_cache_first->prev = seg;
+  huge_cache_first = seg;
+  huge_cache_bytes += seg->mapped_size;
+  atomic_add_relaxed(&huge_cache_count, 1);
+  lock_release(&pool_lock);
+  huge_unmap_list(drop);
+  return true;
+}
+
 page_t *huge_alloc(size_t size, size_t alignment) {
   size_t offset = SLICE_SIZE;
   if (alignment > offset) offset = alignment;
@@ -468,10 +608,18 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   size_t mapped = (offset + size + page - 1) & ~(page - 1);
   size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
   mapped += guard;
-  void *p;
-  size_t map_align = alignment > SEGMENT_SIZE ? alignment : SEGMENT_SIZE;
-  if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
-  segment_t *seg = p;
+  segment_t *seg = NULL;
+  bool zero = true;
+  if (offset == SLICE_SIZE && !BRISK_HARDENED && mapped <= HUGE_CACHE_MAX) {
+    seg = huge_cache_take(mapped);
+    zero = seg == NULL;
+  }
+  if (seg == NULL) {
+    void *p;
+    size_t map_align = alignment > SEGMENT_SIZE ? alignment : SEGMENT_SIZE;
+    if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
+    seg = p;
+  }
   segment_init_header(seg, mapped, SEGMENT_HUGE);
   seg->destroyed = 0;
   seg->free_slices = 0;
@@ -485,7 +633,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   pg->capacity = 1;
   pg->reserved = 1;
   pg->used = 1;
-  pg->flags = PAGE_IN_USE | PAGE_HUGE | PAGE_ZERO;
+  pg->flags = PAGE_IN_USE | PAGE_HUGE | (zero ? PAGE_ZERO : 0);
   for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = pg;
   atomic_store_relaxed(&seg->owner_tid, 0);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
@@ -498,7 +646,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
 void huge_free(page_t *pg) {
   segment_t *seg = segment_of_page(pg);
   STAT_LEVEL(huge_bytes, -(int64_t)seg->mapped_size);
-  segment_unmap(seg);
+  if (!huge_cache_put(seg)) segment_unmap(seg);
 }
 
 bool huge_try_resize(page_t *pg, size_t new_size) {

@@ -131,9 +131,10 @@ typedef struct segment_s {
   uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
   uint64_t free_slices;               /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
-  uint64_t purge_slices;              /* free slices waiting for their purge */
+  uint64_t purge_slices;              /* free slices purged at purge_at_ms */
+  uint64_t purge_later;               /* freed since: purged one delay after that */
   uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
-  uint64_t purge_at_ms;               /* when purge_slices become due */
+  uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
   uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
   struct segment_s *next;             /* in its heap's set, or in the pool */

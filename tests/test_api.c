@@ -716,6 +716,28 @@ static void test_calloc(void) {
       for (int i = 0; i < B; i++) free(ps[i]);
     }
   }
+  /* Huge blocks reuse freed mappings, trimmed or grown in place: every
+   * size in turn, each over the dirty mapping of the one before. */
+  {
+    const size_t mib = (size_t)1 << 20;
+    const size_t seq[] = {12 * mib, 6 * mib, 20 * mib, 9 * mib + 123, 9 * mib, 30 * mib, 5 * mib};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+      size_t n = seq[i];
+      void *d = malloc(n);
+      if (!d) { FAIL("malloc(%zu) failed", n); continue; }
+      memset(d, 0xCD, n);
+      free(d);
+      unsigned char *c = calloc(1, n + (i & 1) * mib);
+      size_t cn = n + (i & 1) * mib;
+      if (!c) { FAIL("calloc(%zu) failed", cn); continue; }
+      size_t off = check_byte(c, cn, 0);
+      CHECK(off == (size_t)-1, "huge calloc(%zu) over a freed %zu B block not zero at offset %zu", cn, n, off);
+      size_t u = malloc_usable_size(c);
+      CHECK(u >= cn && u < cn + 4096, "huge calloc(%zu): usable size %zu (a reused mapping is trimmed)", cn, u);
+      memset(c, 0x5A, u);
+      free(c);
+    }
+  }
   /* calloc with count*size products */
   {
     unsigned char *c = calloc(1000, 1000);
