@@ -245,7 +245,7 @@ WORKLOADS = [
      "sizes": {"quick": 1200000, "default": 20000000, "full": 200000000},
      "what": "random sizes in a live window per thread"},
     {"name": "stress", "argv": ["{bin}/bench_random", "stress", "{size}"],
-     "sizes": {"quick": 1200000, "default": 20000000, "full": 200000000},
+     "sizes": {"quick": 1200000, "default": 20000000, "full": 50000000},
      "what": "test-stress style: growing live sets, objects swapped between threads, "
              "threads recreated each round"},
     {"name": "midlarge", "argv": ["{bin}/bench_sizes", "midlarge", "{size}"],
@@ -271,10 +271,10 @@ WORKLOADS = [
              "arenas in one process (bursts, destroy at 1k..1M live blocks, overflow, "
              "cross-thread free); run with --only session-pmr --alloc brisk"},
     {"name": "zmq", "argv": ["{bin}/bench_zmq", "{size}"],
-     "sizes": {"quick": 2500, "default": 50000, "full": 500000}, "time": "reported",
+     "sizes": {"quick": 2500, "default": 50000, "full": 80000}, "time": "reported",
      "what": "libzmq PAIR and PUSH/PULL over inproc, ipc, tcp; 64 B..256 KiB; ping-pong latency"},
     {"name": "redis", "kind": "redis",
-     "sizes": {"quick": 6000, "default": 100000, "full": 1000000}, "time": "reported",
+     "sizes": {"quick": 6000, "default": 100000, "full": 150000}, "time": "reported",
      "needs_glibc_forward": True,
      "what": "redis-server under each allocator, redis-benchmark set/get/lpush/lpop, "
              "256 B and 4 KiB values, pipelined"},

@@ -139,6 +139,11 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   return q;
 }
 
+void alloc_stats_sync(void) {
+  heap_t *h = thread_heap();
+  if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);
+}
+
 void alloc_collect(void) {
   heap_t *h = thread_heap();
   if (h->kind != HEAP_KIND_STATIC) heap_collect(h, true);

@@ -18,5 +18,7 @@ BRISK_INTERNAL void *alloc_aligned(size_t alignment, size_t size);
 BRISK_INTERNAL size_t alloc_usable_size(const void *p, brisk_fn_t fn);
 BRISK_INTERNAL bool alloc_owns(const void *p);
 BRISK_INTERNAL void alloc_collect(void);
+/* Add the calling thread's pending page counts to the process counters. */
+BRISK_INTERNAL void alloc_stats_sync(void);
 
 #endif

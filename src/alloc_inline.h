@@ -44,7 +44,7 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
     free_local(pg, b);
     return;
   }
-  free_slow(p, seg, fn);
+  free_slow(p, seg, idx, fn);
 }
 
 /* A release through fn: the hardened build first checks how the block was

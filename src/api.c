@@ -45,11 +45,15 @@ static void emit_file(const char *line, void *arg) { fprintf((FILE *)arg, "%s\n"
 
 BRISK_EXPORT void brisk_stats_print(FILE *out) {
   if (out == NULL) out = stderr;
+  alloc_stats_sync();
   stats_text(emit_file, out);
   fflush(out);
 }
 
-BRISK_EXPORT size_t brisk_stats_json(char *buf, size_t len) { return stats_json(buf, len); }
+BRISK_EXPORT size_t brisk_stats_json(char *buf, size_t len) {
+  alloc_stats_sync();
+  return stats_json(buf, len);
+}
 
 BRISK_EXPORT void brisk_collect(void) { alloc_collect(); }
 

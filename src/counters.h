@@ -1,6 +1,8 @@
 /* Process-wide counters: one field list, compiled into relaxed atomic
- * counters. Only slow paths count (page, segment and OS events); the inline
- * fast paths never touch a counter. */
+ * counters. Only slow paths count (segment and OS events); the inline fast
+ * paths never touch a counter, and frequent events (remote frees, pages,
+ * large blocks) are added in batches: one shared cache line written per
+ * event would cost every thread. */
 #ifndef BRISK_COUNTERS_H
 #define BRISK_COUNTERS_H
 

@@ -108,10 +108,46 @@ page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t *
   return pg;
 }
 
-void free_slow(void *p, segment_t *seg_found, brisk_fn_t fn) {
+/* A block of another thread's heap, checked to be a block start. */
+static void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
+  heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
+  if (dst == NULL) {
+    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
+                 (void *)b);
+    return;
+  }
+  heap_t *me = thread_heap_for_free();
+  uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+  if (me != NULL) {
+    outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
+    /* The block freed last to this heap, in this life of the heap (a slot
+     * of a destroyed heap may still name memory that is in use again). */
+    if (slot->dst == dst && slot->generation == gen && slot->head == b) {
+      report_error("%s(%p): double free (size class %zu)", fn_name(fn), (void *)b,
+                   page_usable_size(pg));
+      return;
+    }
+  }
+  heap_remote_free(me, dst, gen, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
+}
+
+void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {
+  uintptr_t a = (uintptr_t)p;
   /* The fast path's wrapped lookup names some segment even for a pointer
    * above the covered address space; such a pointer is nobody's block. */
-  if ((uintptr_t)p >> BRISK_ADDRESS_BITS) seg_found = NULL;
+  if (a >> BRISK_ADDRESS_BITS) {
+    seg_found = NULL;
+  } else {
+    /* The common case here: a block start (the exact index, as on the fast
+     * path; freed spans map to the dead page, whose capacity is 0) in an
+     * ordinary segment of another thread. */
+    page_t *pg = page_of(seg_found, a);
+    if (BRISK_LIKELY(idx < pg->capacity && seg_found->kind == SEGMENT_NORMAL &&
+                     atomic_load_relaxed(&seg_found->owner_tid) != os_thread_id())) {
+      free_remote(seg_found, pg, (block_t *)p, fn);
+      return;
+    }
+  }
   segment_t *seg;
   page_t *pg = block_check_in(seg_found, p, fn, &seg);
   if (pg == NULL) {
@@ -136,23 +172,7 @@ void free_slow(void *p, segment_t *seg_found, brisk_fn_t fn) {
     free_local(pg, b);
     return;
   }
-  heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-  if (dst == NULL) {
-    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
-    return;
-  }
-  heap_t *me = thread_heap_for_free();
-  if (me != NULL) {
-    outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-    /* The block freed last to this heap, in this life of the heap (a slot
-     * of a destroyed heap may still name memory that is in use again). */
-    uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
-    if (slot->dst == dst && slot->generation == gen && slot->head == b) {
-      report_error("%s(%p): double free (size class %zu)", fn_name(fn), p, page_usable_size(pg));
-      return;
-    }
-  }
-  heap_remote_free(me, dst, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
+  free_remote(seg, pg, b, fn);
 }
 
 /* ---------------------------------------------------------------------------

@@ -18,8 +18,9 @@ typedef enum brisk_fn {
 
 BRISK_INTERNAL const char *fn_name(brisk_fn_t fn);
 
-/* p failed one of the inline free checks; seg is its registry entry. */
-BRISK_INTERNAL void free_slow(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
+/* p failed one of the inline free checks; seg is its registry entry and
+ * idx the fast path's block index in the page that entry gives. */
+BRISK_INTERNAL void free_slow(void *p, segment_t *seg, uint64_t idx, brisk_fn_t fn) BRISK_NOINLINE;
 /* p is not in the registry (NULL included). */
 BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
 

@@ -140,6 +140,7 @@ static void heap_serve_abandoned(heap_t *dst);
 static void outbox_flush_slot(outbox_slot_t *slot) {
   if (slot->count == 0) return;
   heap_t *dst = slot->dst;
+  STAT_COUNT(remote_frees, slot->count);
   inbox_push(dst, slot->generation, slot->head, slot->tail);
   slot->head = slot->tail = NULL;
   slot->count = 0;
@@ -153,18 +154,17 @@ void heap_flush_outbox(heap_t *h) {
   h->outbox_pending = 0;
 }
 
-void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
-  STAT_COUNT(remote_frees, 1);
+void heap_remote_free(heap_t *me, heap_t *dst, uint32_t gen, block_t *b, bool urgent) {
   /* Already on a list of its page? Only the owner may look; tell it. */
   bool suspect = block_looks_free(b);
   if (me == NULL) {
+    STAT_COUNT(remote_frees, 1);
     block_set_remote_next(b, NULL, suspect);
-    inbox_push(dst, (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT), b, b);
+    inbox_push(dst, gen, b, b);
     if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
     return;
   }
   outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-  uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
   if (slot->dst != dst || slot->generation != gen) {
     /* A batch for a destroyed generation of dst is dropped at the push. */
     outbox_flush_slot(slot);
@@ -178,16 +178,17 @@ void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent) {
   if (++slot->count >= OUTBOX_BATCH || urgent) outbox_flush_slot(slot);
 }
 
-/* Could `b` be the next block of a chain bound for h? */
-static bool remote_link_plausible(heap_t *h, block_t *b) {
-  if (((uintptr_t)b & 15) != 0) return false;
+/* The page of `b` if b could be the next block of a chain bound for h;
+ * NULL if it could not. */
+static page_t *remote_link_page(heap_t *h, block_t *b) {
+  if (((uintptr_t)b & 15) != 0) return NULL;
   segment_t *seg = registry_lookup((uintptr_t)b);
-  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return false;
-  if (atomic_load_relaxed(&seg->heap) != h) return false;
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
+  if (atomic_load_relaxed(&seg->heap) != h) return NULL;
   page_t *pg = page_of(seg, (uintptr_t)b);
-  if (!(pg->flags & PAGE_IN_USE)) return false;
-  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return (uint8_t *)b == pg->start;
-  return page_holds_block(pg, b);
+  if (!(pg->flags & PAGE_IN_USE)) return NULL;
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return (uint8_t *)b == pg->start ? pg : NULL;
+  return page_holds_block_inline(pg, b) ? pg : NULL;
 }
 
 void heap_drain_inbox(heap_t *h) {
@@ -195,21 +196,30 @@ void heap_drain_inbox(heap_t *h) {
   if ((v & INBOX_PTR_MASK) == 0) return;
   v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
   block_t *b = (block_t *)(v & INBOX_PTR_MASK);
+  if (b == NULL) return;
+  /* The head was checked by the thread that freed it. The registry, not
+   * the address mask: a huge block aligned to 4 MiB or more starts past
+   * the first 4 MiB of its mapping. */
+  page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
   while (b != NULL) {
     uintptr_t link = block_remote_link(b);
     block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
-    if (next != NULL && !remote_link_plausible(h, next)) {
-      /* Its link is no chain link any more: the block was freed again (or
-       * written) after another thread had freed it. Leave it and the rest
-       * of the chain alone rather than free a block twice. */
-      report_error("free(%p): a block freed by another thread was freed again or written "
-                   "before its owner took it back (double free?)", (void *)b);
-      return;
+    page_t *next_pg = pg;
+    /* Blocks freed one after another often share a page: then the block
+     * index alone says whether the link is one of its blocks (the page
+     * stays in use while `next` is not yet freed). */
+    if (next != NULL && ((pg->flags & (PAGE_LARGE | PAGE_HUGE)) ||
+                         !page_holds_block_inline(pg, next))) {
+      next_pg = remote_link_page(h, next);
+      if (next_pg == NULL) {
+        /* Its link is no chain link any more: the block was freed again (or
+         * written) after another thread had freed it. Leave it and the rest
+         * of the chain alone rather than free a block twice. */
+        report_error("free(%p): a block freed by another thread was freed again or written "
+                     "before its owner took it back (double free?)", (void *)b);
+        return;
+      }
     }
-    /* The registry, not the address mask: a huge block aligned to 4 MiB or
-     * more starts past the first 4 MiB of its mapping. */
-    segment_t *seg = registry_lookup((uintptr_t)b);
-    page_t *pg = page_of(seg, (uintptr_t)b);
     if (BRISK_UNLIKELY(link & REMOTE_LINK_SUSPECT) && page_lists_contain(pg, b)) {
       report_error("free(%p): double free (size class %zu), the second from another thread",
                    (void *)b, (size_t)pg->block_size);
@@ -217,6 +227,7 @@ void heap_drain_inbox(heap_t *h) {
       free_local(pg, b);
     }
     b = next;
+    pg = next_pg;
   }
 }
 
@@ -245,6 +256,7 @@ void heap_collect(heap_t *h, bool force) {
   heap_flush_outbox(h);
   heap_retire_empty_heads(h);
   segment_set_purge(&h->segments, force);
+  heap_stats_publish(h);
 }
 
 void heap_abandon(heap_t *h) {
@@ -259,6 +271,7 @@ void heap_abandon(heap_t *h) {
 }
 
 void heap_destroy(heap_t *h) {
+  heap_stats_publish(h);
   /* A new generation first: batches of remote frees still on their way
    * carry the old one and are dropped, their blocks went with the heap. */
   h->generation = (h->generation + 1) & 0xffff;
@@ -310,8 +323,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   pg->used = 1;
   pg->notify_at = 0;
   pg->flags |= PAGE_LARGE;
-  STAT_LEVEL(pages, 1);
-  STAT_COUNT(large_allocs, 1);
+  heap_count_page(h, 1, true);
   return pg->start;
 }
 

@@ -22,9 +22,11 @@ BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
 BRISK_INTERNAL void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size);
 BRISK_INTERNAL void heap_drain_inbox(heap_t *h);
 /* A free from a thread that does not own the block's heap. `me` is the
- * freeing thread's heap (its outbox batches), or NULL to push at once;
- * urgent (a large block) hands the batch over now. */
-BRISK_INTERNAL void heap_remote_free(heap_t *me, heap_t *dst, block_t *b, bool urgent);
+ * freeing thread's heap (its outbox batches), or NULL to push at once; gen
+ * is dst's generation as read from its inbox; urgent (a large block) hands
+ * the batch over now. */
+BRISK_INTERNAL void heap_remote_free(heap_t *me, heap_t *dst, uint32_t gen, block_t *b,
+                                     bool urgent);
 BRISK_INTERNAL void heap_flush_outbox(heap_t *h);
 BRISK_INTERNAL heap_t *heap_first(void);
 BRISK_INTERNAL void heap_list_lock(void);

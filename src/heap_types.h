@@ -74,6 +74,8 @@ typedef struct heap_s {
   segment_set_t segments;
   outbox_slot_t outbox[OUTBOX_SLOTS];
   uint32_t outbox_pending;    /* slots with blocks */
+  int32_t pages_pending;      /* page events not yet in the process counters */
+  int32_t large_pending;
   uint32_t housekeeping_tick;
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;

@@ -149,10 +149,7 @@ static void page_extend(page_t *pg) {
 }
 
 /* A block the page handed out: inside its carved area, at a block start. */
-bool page_holds_block(const page_t *pg, const block_t *b) {
-  uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
-  return off < pg->area && page_block_index(pg, off) < pg->reserved;
-}
+bool page_holds_block(const page_t *pg, const block_t *b) { return page_holds_block_inline(pg, b); }
 
 static void page_report_broken(const page_t *pg, const block_t *link) {
   report_error("malloc(): the free list of the page at %p (size class %zu) holds %p, "
@@ -213,15 +210,22 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->size_class = (uint16_t)c;
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
-  STAT_LEVEL(pages, 1);
+  heap_count_page(h, 1, false);
   return pg;
+}
+
+void heap_stats_publish(heap_t *h) {
+  if (h->pages_pending) STAT_LEVEL(pages, h->pages_pending);
+  if (h->large_pending) STAT_COUNT(large_allocs, h->large_pending);
+  h->pages_pending = 0;
+  h->large_pending = 0;
 }
 
 static void page_retire(heap_t *h, page_t *pg) {
   unsigned c = pg->size_class;
   if (pg->in_full != PAGE_LIST_QUEUE) queue_remove(h, &h->full, pg, 0);
   else queue_remove(h, &h->queues[c], pg, c);
-  STAT_LEVEL(pages, -1);
+  heap_count_page(h, -1, false);
   span_free(&h->segments, pg);
 }
 
@@ -260,7 +264,7 @@ void page_notify(page_t *pg) {
     return;
   }
   if (pg->flags & PAGE_LARGE) {
-    STAT_LEVEL(pages, -1);
+    heap_count_page(h, -1, true);
     span_free(&h->segments, pg);
     return;
   }

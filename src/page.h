@@ -5,6 +5,20 @@
 
 #include "heap_types.h"
 
+/* Pages (and large blocks) taken or given back by h, counted into the
+ * process counters in steps of PAGE_STAT_STEP: the counters are shared by
+ * every thread, and one atomic add per page event kept their cache line
+ * moving between cores. heap_stats_publish() adds the rest. */
+#define PAGE_STAT_STEP 32
+BRISK_INTERNAL void heap_stats_publish(heap_t *h);
+BRISK_INLINE void heap_count_page(heap_t *h, int delta, bool large) {
+  h->pages_pending += delta;
+  if (large && delta > 0) h->large_pending++;
+  if (BRISK_UNLIKELY(h->pages_pending >= PAGE_STAT_STEP || h->pages_pending <= -PAGE_STAT_STEP ||
+                     h->large_pending >= PAGE_STAT_STEP))
+    heap_stats_publish(h);
+}
+
 /* Hardened: fill a freed block, and check the fill when it is reused. */
 BRISK_INTERNAL void page_fill_freed(const page_t *pg, block_t *b);
 BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
@@ -35,6 +49,10 @@ BRISK_INLINE block_t *page_pop(page_t *pg) {
 
 BRISK_INTERNAL page_t *heap_find_page(heap_t *h, unsigned c);
 BRISK_INTERNAL bool page_holds_block(const page_t *pg, const block_t *b);
+BRISK_INLINE bool page_holds_block_inline(const page_t *pg, const block_t *b) {
+  uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
+  return off < pg->area && page_block_index(pg, off) < pg->reserved;
+}
 /* Is b on the page's free or local_free list? (owner only; O(blocks)) */
 BRISK_INTERNAL bool page_lists_contain(const page_t *pg, const block_t *b);
 BRISK_INTERNAL void heap_retire_empty_heads(heap_t *h);

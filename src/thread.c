@@ -97,5 +97,9 @@ __attribute__((constructor)) static void brisk_constructor(void) {
 }
 
 __attribute__((destructor)) static void brisk_destructor(void) {
-  if (brisk_options.show_stats) stats_print_at_exit();
+  if (brisk_options.show_stats) {
+    heap_t *h = thread_heap();
+    if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);
+    stats_print_at_exit();
+  }
 }
