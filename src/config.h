@@ -54,14 +54,14 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 
 /* Size categories.
  *   small:  <= 8 KiB, classes in 1-slice pages (64 KiB)
- *   medium: <= 64 KiB, classes in 8-slice pages (512 KiB)
+ *   medium: <= 64 KiB, classes in 2-slice pages (128 KiB; see DESIGN.md)
  *   large:  <= 2 MiB, one block in a span of whole slices
  *   huge:   above, a mapping of its own */
 #define SMALL_MAX ((size_t)8 * 1024)
 #define MEDIUM_MAX ((size_t)64 * 1024)
 #define LARGE_MAX ((size_t)2 * 1024 * 1024)
 #define SMALL_PAGE_SLICES 1
-#define MEDIUM_PAGE_SLICES 8
+#define MEDIUM_PAGE_SLICES 2
 
 /* The inline malloc path serves sizes up to this through heap->direct. */
 #define DIRECT_MAX 1024

@@ -3,8 +3,8 @@
  *  segment (4 MiB, 4 MiB-aligned; its address is ptr & ~(4 MiB - 1))
  *  +-----------+-----------+-----------+-----------+-- ... --+-----------+
  *  | slice 0   | slice 1   | slice 2   | slice 3   |         | slice 63  |
- *  | header:   | page of   |  page of class 57 (8 slices,    | large     |
- *  | segment_t |  class 4  |  512 KiB, blocks of 9216 B)     | block     |
+ *  | header:   | page of   | page of class 57 (2 slices,     | large     |
+ *  | segment_t |  class 4  | 128 KiB, blocks of 9216 B)      | block     |
  *  | + 64 page |  64 B x   |                                 | (span)    |
  *  |   descs   |  1024     |                                 |           |
  *  +-----------+-----------+-----------+-----------+-- ... --+-----------+
@@ -13,7 +13,7 @@
  *     dead descriptor when slice i is not in use.
  *
  *  A span is a run of slices given out whole: a page of one size class
- *  (1 slice for small classes, 8 for medium ones) or one large block.
+ *  (1 slice for small classes, 2 for medium ones) or one large block.
  *  A huge block is a mapping of its own with the same header; all 64 of
  *  its descriptors point to descriptor 0.
  *

@@ -28,7 +28,7 @@ BRISK_INLINE unsigned size_to_class(size_t n) {
 
 BRISK_INLINE size_t class_size(unsigned c) { return brisk_class_size[c]; }
 
-/* Slices (64 KiB each) of a page of class c: small classes one, medium eight. */
+/* Slices (64 KiB each) of a page of class c: small classes one, medium two. */
 BRISK_INLINE size_t class_page_slices(unsigned c) {
   return brisk_class_size[c] <= SMALL_MAX ? SMALL_PAGE_SLICES : MEDIUM_PAGE_SLICES;
 }
