@@ -8,6 +8,7 @@
     python3 bench/harness.py --quick --syscalls      # strace -c counts
     python3 bench/harness.py --instructions          # callgrind, instr/op
     python3 bench/harness.py --profile --only msgpipe --alloc brisk,mimalloc
+    python3 bench/harness.py --scaling 1,2,4,8,16    # throughput vs threads
 
 Every allocator but glibc is swapped in with LD_PRELOAD. Runs are
 interleaved: for each workload, run 1 of every allocator, then run 2 of
@@ -22,6 +23,22 @@ spread are noise.
 Output: a markdown report on stdout, and under bench/results/ (or
 --results-dir) <stem>.csv (medians and ratios), <stem>-runs.csv (every
 run), <stem>.json (everything), <stem>-time.png and <stem>-rss.png.
+
+--scaling 1,2,4,8,16 runs each selected workload (default: larson and
+xmalloc) at each of those thread counts, allocators interleaved run by run
+as above (quick sizes and 3 runs unless --full/--runs say otherwise; no
+A/A column). A point's throughput is the RESULT line's ops divided by the
+median of its runs' secs (the program's own timed part), in Mops/s, with
+each peer's throughput as a ratio to brisk's. The collapse figure of an
+allocator is its throughput at the highest thread count divided by its
+best at any count: well below 1 means it falls apart once threads
+outnumber cores. Every count must be a multiple of a workload's thread
+unit: xmalloc runs THREADS/2 producer/consumer pairs, so its 1-thread
+point (which would run the same 2 threads as its 2-thread point) is
+skipped with a note, and odd counts likewise. Output: one table per
+workload, <stem>.csv (one row per workload, thread count and allocator),
+<stem>-runs.csv, <stem>-collapse.csv, <stem>.json and a chart per workload,
+<stem>-WORKLOAD.png; the stem is scaling-DATE.
 
 Only the Python standard library is needed; charts need matplotlib, which
 is looked for in this interpreter and then in /usr/bin/python3 (Debian's
@@ -445,6 +462,9 @@ def parse_args(argv):
     p.add_argument("--runs", type=int, help="runs per cell (default 5; 1 for --syscalls)")
     p.add_argument("--size", help="override the size of every selected workload")
     p.add_argument("--threads", type=int, help="thread count for every workload")
+    p.add_argument("--scaling", metavar="COUNTS",
+                   help="comma list of thread counts (e.g. 1,2,4,8,16): throughput of each "
+                        "workload (default larson,xmalloc) at each count")
     p.add_argument("--no-aa", action="store_true", help="skip the A/A copy of the reference")
     p.add_argument("--syscalls", action="store_true",
                    help="count mmap/munmap/madvise/mprotect/futex/brk with strace -c -f")
@@ -484,8 +504,23 @@ def main(argv=None):
     brisk_lib = args.brisk_lib or os.environ.get("BRISK_LIB") or os.path.join(build_dir,
                                                                               "libbrisk.so")
     all_workloads = load_workloads(args.workloads_file) if args.workloads_file else WORKLOADS
-    workloads = select_workloads(all_workloads, args.only)
+    scaling = parse_counts(args.scaling) if args.scaling else None
+    only = args.only
+    if scaling:
+        if args.syscalls or args.instructions or args.profile:
+            raise SystemExit("harness: --scaling is a mode of its own; not with --syscalls, "
+                             "--instructions or --profile")
+        if args.threads is not None:
+            raise SystemExit("harness: --scaling sets the thread counts; drop --threads")
+        if not only:
+            known = [w["name"] for w in all_workloads]
+            only = ",".join(n for n in SCALING_DEFAULT if n in known) or None
+    workloads = select_workloads(all_workloads, only)
     notes = []
+    if scaling and any(w.get("kind") == "redis" for w in workloads):
+        workloads = [w for w in workloads if w.get("kind") != "redis"]
+        notes.append("--scaling skips redis (redis-server's threads are not the harness's "
+                     "to set)")
     if args.instructions:
         workloads = [w for w in workloads if w.get("instr")]
         if not workloads:
@@ -512,12 +547,12 @@ def main(argv=None):
     if ref_name not in names:
         raise SystemExit("harness: --ref %s is not among the allocators" % ref_name)
     mode = ("syscalls" if args.syscalls else "instructions" if args.instructions
-            else "profile" if args.profile else args.tier)
+            else "profile" if args.profile else "scaling" if scaling else args.tier)
     single = args.syscalls or args.instructions or args.profile
     tmpdir = tempfile.mkdtemp(prefix="brisk-bench-")
     aa_name = None
     snapshot(allocs, tmpdir)
-    if not args.no_aa and not single:
+    if not args.no_aa and not single and not scaling:
         ref = allocs[names.index(ref_name)]
         aa = make_aa(ref, tmpdir)
         allocs.append(aa)
@@ -529,7 +564,7 @@ def main(argv=None):
             notes.append("glibc_forward.so not built: glibc column of redis/session is the "
                          "program's linked malloc")
 
-    runs = args.runs or (1 if single else TIER_RUNS[args.tier])
+    runs = args.runs or (1 if single else SCALING_RUNS if scaling else TIER_RUNS[args.tier])
     if runs < 1:
         raise SystemExit("harness: --runs must be at least 1")
     spawn = os.path.join(bin_dir, "bench_spawn")
@@ -541,10 +576,11 @@ def main(argv=None):
            "spawn": spawn,
            "timeout": args.timeout or TIER_TIMEOUT[args.tier] * (20 if args.instructions else 1),
            "current": None}
-    # strace and perf slow programs down: those modes use quick sizes
-    # unless a tier is asked for.
-    size_tier = "quick" if (args.syscalls or args.profile) and args.tier == "default" \
-        else args.tier
+    # strace and perf slow programs down, and --scaling runs every cell at
+    # every thread count: those modes use quick sizes unless a tier is
+    # asked for.
+    size_tier = "quick" if (args.syscalls or args.profile or scaling) \
+        and args.tier == "default" else args.tier
 
     def size_of(w):
         if args.size:
@@ -559,17 +595,29 @@ def main(argv=None):
                                 (sys.argv[1:] if argv is None else list(argv))),
             "kernel": platform.release(), "glibc": " ".join(platform.libc_ver()),
             "versions": _versions(allocs, brisk_lib), "notes": notes,
-            "sizes": {w["name"]: size_of(w) for w in workloads}, "size_tier": size_tier}
+            "sizes": {w["name"]: size_of(w) for w in workloads}, "size_tier": size_tier,
+            "cpus": os.cpu_count() or 1}
     stem = args.stem or "%s-%s" % (mode, now.strftime("%Y%m%d-%H%M%S"))
-
-    if args.dry_run:
-        for i, (w, r, a) in enumerate(plan(workloads, allocs, runs)):
-            print("%d %s %s %d" % (i, w["name"], a.name, r))
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        return 0
+    points = None
+    if scaling:
+        points, pnotes = scaling_points(workloads, scaling)
+        notes += pnotes
+        meta["threads"] = scaling
+        if not points:
+            for n in notes:
+                log(n)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise SystemExit("harness: no workload can run at those thread counts")
 
     for n in notes:
         log(n)
+    if args.dry_run:
+        for i, (w, r, a) in enumerate(plan(points or workloads, allocs, runs)):
+            print("%d %s %s %d%s" % (i, w["name"], a.name, r,
+                                     "" if points is None else " %d" % w["scaling_threads"]))
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        return 0
+
     try:
         if args.syscalls:
             return run_syscalls(args, workloads, allocs, runs, ctx, size_of, meta, stem, log)
@@ -577,6 +625,9 @@ def main(argv=None):
             return run_instructions(args, workloads, allocs, ctx, meta, stem, ref_name, log)
         if args.profile:
             return run_profile(args, workloads, allocs, ctx, size_of, meta, stem, log)
+        if scaling:
+            return run_scaling(args, workloads, points, allocs, runs, ctx, size_of, meta, stem,
+                               ref_name, log)
         return run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name,
                           aa_name, log)
     finally:
@@ -629,25 +680,52 @@ def _versions(allocs, brisk_lib):
     return v
 
 
-def run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name, aa_name, log):
-    order = plan(workloads, allocs, runs)
-    progress = Progress(len(order), not args.quiet)
+def point_name(w):
+    """A workload's label; a scaling point's carries its thread count."""
+    t = w.get("scaling_threads")
+    return w["name"] if t is None else "%s x%d" % (w["name"], t)
+
+
+def execute(order, runs, ctx, size_of, meta, quiet):
+    """Runs the plan, in its order; returns (records, interrupted). A
+    scaling point (a workload with scaling_threads) runs at that thread
+    count, and its records say so in "threads"."""
+    progress = Progress(len(order), not quiet)
     records = []
     interrupted = False
     try:
         for w, r, a in order:
-            progress.show("%s / %s / run %d of %d" % (w["name"], a.name, r + 1, runs), w["name"])
+            label = point_name(w)
+            progress.show("%s / %s / run %d of %d" % (label, a.name, r + 1, runs), label)
+            threads = w.get("scaling_threads")
+            if threads is not None:
+                ctx["threads"] = threads
             rec = run_one(w, a, r, size_of(w), ctx)
+            if threads is not None:
+                rec["threads"] = threads
             records.append(rec)
             progress.step()
     except KeyboardInterrupt:
         interrupted = True
         meta["notes"].append("interrupted after %d of %d runs" % (len(records), len(order)))
     progress.end()
+    return records, interrupted
+
+
+def run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name, aa_name, log):
+    records, interrupted = execute(plan(workloads, allocs, runs), runs, ctx, size_of, meta,
+                                   args.quiet)
     cells, geo, aa = summarize(records, workloads, allocs, ref_name, aa_name)
     text = report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa)
     paths = write_outputs(args.results_dir, stem, meta, workloads, allocs, records, cells, geo, aa,
                           ref_name, aa_name)
+    return finish(args, stem, text, paths, log, interrupted, cells, (ref_name, aa_name))
+
+
+def finish(args, stem, text, paths, log, interrupted, cells, must_pass):
+    """Charts, the report on stdout, the file list; the exit status: 130 when
+    interrupted, 1 when a run of an allocator in must_pass (or, with
+    --strict, of any) failed."""
     charts = [] if args.no_charts else make_charts(paths["json"],
                                                    os.path.join(args.results_dir, stem), log)
     sys.stdout.write(text)
@@ -656,9 +734,277 @@ def run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name
     sys.stdout.flush()
     if interrupted:
         return 130
-    bad = [c for c in cells.values() if c["failed"] and (args.strict or c["alloc"] in
-                                                          (ref_name, aa_name))]
+    bad = [c for c in cells.values() if c["failed"] and (args.strict or c["alloc"] in must_pass)]
     return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------
+# Thread scaling
+
+SCALING_DEFAULT = ["larson", "xmalloc"]  # the workloads --scaling runs without --only
+SCALING_RUNS = 3
+# Threads per unit of work: a count that is not a multiple is not run.
+# bench_xmalloc runs THREADS/2 producer/consumer pairs (1 pair for 1).
+THREAD_UNIT = {"xmalloc": 2}
+COLLAPSE_WARN = 0.5  # a collapse figure below this is called out
+
+
+def parse_counts(text):
+    """'1,2,4' -> [1, 2, 4] (sorted, without repeats)."""
+    try:
+        counts = sorted(set(int(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise SystemExit("harness: --scaling wants a comma list of thread counts, got '%s'"
+                         % text)
+    if not counts or counts[0] < 1 or counts[-1] > 256:
+        raise SystemExit("harness: --scaling thread counts must be 1..256, got '%s'" % text)
+    return counts
+
+
+def thread_unit(w):
+    return int(w.get("thread_unit", THREAD_UNIT.get(w["name"], 1)))
+
+
+def scaling_points(workloads, counts):
+    """One copy of each workload per thread count it can run at; returns
+    (points, notes on the counts left out)."""
+    points, notes = [], []
+    for w in workloads:
+        unit = thread_unit(w)
+        left = [t for t in counts if t % unit]
+        for t in counts:
+            if t % unit == 0:
+                points.append(dict(w, scaling_threads=t))
+        if left:
+            notes.append("%s: not run at %s thread%s: it runs THREADS/%d %s, so only "
+                         "multiples of %d are distinct runs%s"
+                         % (w["name"], ", ".join(map(str, left)), "" if len(left) == 1 else "s",
+                            unit, "producer/consumer pairs" if unit == 2 and
+                            w["name"] == "xmalloc" else "groups of %d threads" % unit, unit,
+                            "; its 1-thread point would be its %d-thread one" % unit
+                            if 1 in left else ""))
+    return points, notes
+
+
+def run_secs(rec):
+    """The seconds a run's ops took: its RESULT secs, else its time."""
+    res = rec.get("result") or {}
+    secs = res.get("secs")
+    return secs if isinstance(secs, float) and secs > 0 else rec["time"]
+
+
+def summarize_scaling(records, points, allocs, ref_name):
+    """Cells keyed (workload, threads, allocator), and the collapse figure
+    keyed (workload, allocator)."""
+    cells = {}
+    for p in points:
+        name, t = p["name"], p["scaling_threads"]
+        for a in allocs:
+            rs = [r for r in records
+                  if r["workload"] == name and r.get("threads") == t and r["alloc"] == a.name]
+            good, errors = [], []
+            for r in rs:
+                ops = (r.get("result") or {}).get("ops")
+                if not r["ok"]:
+                    errors.append(r["error"])
+                elif not isinstance(ops, float) or ops <= 0 or not run_secs(r):
+                    errors.append("no ops= in RESULT")
+                else:
+                    good.append(r)
+            secs = [run_secs(r) for r in good]
+            ops = median([r["result"]["ops"] for r in good])
+            med = median(secs)
+            reported = sorted(set(int(r["result"]["threads"]) for r in good
+                                  if isinstance(r["result"].get("threads"), float)))
+            cells[(name, t, a.name)] = {
+                "workload": name, "threads": t, "alloc": a.name, "runs": len(rs),
+                "ok": len(good), "failed": len(rs) - len(good), "errors": sorted(set(errors)),
+                "ops": ops, "secs": med, "secs_min": min(secs) if secs else None,
+                "secs_max": max(secs) if secs else None,
+                "wall": median([r["wall"] for r in good]),
+                "rss_kib": median([r["rss_kib"] for r in good]),
+                "mops": ops / med / 1e6 if good and med > 0 else None,
+                "reported_threads": reported,
+            }
+    for (name, t, an), c in cells.items():
+        ref = cells.get((name, t, ref_name))
+        c["mops_ratio"] = ratio(c["mops"], ref["mops"]) if ref else None
+    collapse = {}
+    names = []
+    for p in points:
+        if p["name"] not in names:
+            names.append(p["name"])
+    for name in names:
+        counts = [p["scaling_threads"] for p in points if p["name"] == name]
+        top = counts[-1]
+        for a in allocs:
+            got = [(cells[(name, t, a.name)]["mops"], t) for t in counts
+                   if cells[(name, t, a.name)]["mops"] is not None]
+            best, best_t = max(got, key=lambda x: x[0]) if got else (None, None)
+            last = cells[(name, top, a.name)]["mops"]
+            collapse[(name, a.name)] = {
+                "workload": name, "alloc": a.name, "best_mops": best, "best_threads": best_t,
+                "top_threads": top, "top_mops": last, "collapse": ratio(last, best)}
+    return cells, collapse
+
+
+def report_scaling(meta, workloads, points, allocs, ref_name, cells, collapse):
+    others = [a for a in allocs if a.name != ref_name]
+    cpus = meta["cpus"]
+    lines = ["# brisk thread scaling (%s, %s sizes, %d run%s, %s)"
+             % (meta["date"], meta["size_tier"], meta["runs"], "" if meta["runs"] == 1 else "s",
+                meta["host"]), "",
+             "Command: `%s`" % meta["command"], "",
+             "Allocators: " + ", ".join(
+                 "%s (%s)" % (a.name, meta["versions"].get(a.name) or a.lib or "no preload")
+                 for a in allocs), "",
+             "Throughput in Mops/s: the RESULT line's ops divided by the median of the runs' "
+             "secs (the program's timed part). A peer's cell is followed by its throughput / "
+             "%s's (below 1: %s is faster). Thread counts marked * outnumber the %d CPUs. "
+             "Collapse: throughput at the highest count / the best at any count (1: no loss "
+             "past the peak)." % (ref_name, ref_name, cpus), ""]
+
+    def cell_text(c, with_ratio):
+        if c["ok"] == 0:
+            return "FAIL: " + ", ".join(c["errors"] or ["no run"])
+        text = fmt_num(c["mops"])
+        if with_ratio and c["mops_ratio"] is not None:
+            text += " (%s)" % fmt_ratio(c["mops_ratio"])
+        if c["failed"]:
+            text += " (%d/%d failed)" % (c["failed"], c["runs"])
+        return text
+
+    warn = []
+    for w in workloads:
+        counts = [p["scaling_threads"] for p in points if p["name"] == w["name"]]
+        if not counts:
+            continue
+        lines.append("## %s" % w["name"])
+        lines.append("")
+        if w.get("what"):
+            lines.append(w["what"])
+            lines.append("")
+        header = ["threads", ref_name] + [a.name for a in others]
+        rows = []
+        for t in counts:
+            row = ["%d%s" % (t, "*" if t > cpus else "")]
+            row.append(cell_text(cells[(w["name"], t, ref_name)], False))
+            for a in others:
+                row.append(cell_text(cells[(w["name"], t, a.name)], True))
+            rows.append(row)
+        crow = ["**collapse %d/best**" % counts[-1]]
+        for a in [x for x in allocs if x.name == ref_name] + others:
+            k = collapse[(w["name"], a.name)]
+            if k["collapse"] is None:
+                crow.append("-")
+            else:
+                crow.append("**%s** (best at %d)" % (fmt_ratio(k["collapse"]), k["best_threads"]))
+                if k["collapse"] < COLLAPSE_WARN:
+                    warn.append("%s under %s: %s of its best (%s Mops/s at %d thread%s) at %d"
+                                % (w["name"], a.name, fmt_ratio(k["collapse"]),
+                                   fmt_num(k["best_mops"]), k["best_threads"],
+                                   "" if k["best_threads"] == 1 else "s", k["top_threads"]))
+        rows.append(crow)
+        lines.append(md_table(header, rows))
+        lines.append("")
+    if warn:
+        lines.append("Collapse check: below %.2f (lost more than half the best throughput): %s."
+                     % (COLLAPSE_WARN, "; ".join(warn)))
+    else:
+        lines.append("Collapse check: no allocator fell below %.2f of its best throughput at "
+                     "the highest thread count." % COLLAPSE_WARN)
+    lines.append("")
+    odd = [c for c in cells.values() if c["reported_threads"] and
+           c["reported_threads"] != [c["threads"]]]
+    for c in odd:
+        meta["notes"].append("%s at %d threads under %s: the program reported threads=%s"
+                             % (c["workload"], c["threads"], c["alloc"],
+                                ",".join(map(str, c["reported_threads"]))))
+    fails = [c for c in cells.values() if c["failed"]]
+    if fails:
+        lines.append("## Failures")
+        lines.append("")
+        for c in fails:
+            lines.append("- %s at %d thread%s under %s: %d of %d runs failed: %s"
+                         % (c["workload"], c["threads"], "" if c["threads"] == 1 else "s",
+                            c["alloc"], c["failed"], c["runs"],
+                            ", ".join(c["errors"])))
+        lines.append("")
+    for n in meta["notes"]:
+        lines.append("Note: " + n)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_scaling_outputs(results_dir, stem, meta, workloads, points, allocs, records, cells,
+                          collapse, ref_name):
+    os.makedirs(results_dir, exist_ok=True)
+    paths = {}
+    p = os.path.join(results_dir, stem + ".csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "threads", "allocator", "runs", "ok", "failed", "ops",
+                     "median_s", "min_s", "max_s", "mops", "mops_ratio_to_" + ref_name,
+                     "median_wall_s", "median_rss_kib", "errors"])
+        for pt in points:
+            for a in allocs:
+                c = cells[(pt["name"], pt["scaling_threads"], a.name)]
+                wr.writerow([c["workload"], c["threads"], a.name, c["runs"], c["ok"],
+                             c["failed"], _count(c["ops"]), _num(c["secs"]), _num(c["secs_min"]),
+                             _num(c["secs_max"]), _num(c["mops"]), _num(c["mops_ratio"]),
+                             _num(c["wall"]), _num(c["rss_kib"]), "; ".join(c["errors"])])
+    paths["csv"] = p
+    p = os.path.join(results_dir, stem + "-collapse.csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "allocator", "best_mops", "best_threads", "top_threads",
+                     "top_mops", "collapse"])
+        for k in collapse.values():
+            wr.writerow([k["workload"], k["alloc"], _num(k["best_mops"]),
+                         _count(k["best_threads"]), k["top_threads"], _num(k["top_mops"]),
+                         _num(k["collapse"])])
+    paths["collapse_csv"] = p
+    p = os.path.join(results_dir, stem + "-runs.csv")
+    with open(p, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["order", "workload", "threads", "allocator", "run", "ok", "ops", "secs",
+                     "wall_s", "rss_kib", "rc", "signal", "error"])
+        for i, r in enumerate(records):
+            res = r.get("result") or {}
+            wr.writerow([i, r["workload"], r["threads"], r["alloc"], r["run"], int(r["ok"]),
+                         _count(res.get("ops")), _num(run_secs(r)), _num(r["wall"]),
+                         r["rss_kib"], r["rc"], r["signal"], r["error"] or ""])
+    paths["runs_csv"] = p
+    p = os.path.join(results_dir, stem + ".json")
+    doc = {"meta": meta, "reference": ref_name, "mode": "scaling",
+           "allocators": [a.to_json() for a in allocs],
+           "workloads": [{k: v for k, v in w.items()} for w in workloads],
+           "threads": {w["name"]: [pt["scaling_threads"] for pt in points
+                                   if pt["name"] == w["name"]] for w in workloads},
+           "cells": [cells[(pt["name"], pt["scaling_threads"], a.name)]
+                     for pt in points for a in allocs],
+           "collapse": list(collapse.values()), "collapse_warn": COLLAPSE_WARN,
+           "runs": records}
+    with open(p, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    paths["json"] = p
+    return paths
+
+
+def _count(x):
+    """An operation count, in full (_num would round it to 6 digits)."""
+    if not isinstance(x, (int, float)):
+        return ""
+    return "%d" % x if x == int(x) else "%.1f" % x
+
+
+def run_scaling(args, workloads, points, allocs, runs, ctx, size_of, meta, stem, ref_name, log):
+    records, interrupted = execute(plan(points, allocs, runs), runs, ctx, size_of, meta,
+                                   args.quiet)
+    cells, collapse = summarize_scaling(records, points, allocs, ref_name)
+    text = report_scaling(meta, workloads, points, allocs, ref_name, cells, collapse)
+    paths = write_scaling_outputs(args.results_dir, stem, meta, workloads, points, allocs,
+                                  records, cells, collapse, ref_name)
+    return finish(args, stem, text, paths, log, interrupted, cells, (ref_name,))
 
 
 def run_syscalls(args, workloads, allocs, runs, ctx, size_of, meta, stem, log):

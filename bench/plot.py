@@ -2,9 +2,12 @@
 """Charts of a harness run: time and peak-RSS ratios to the reference.
 
     python3 bench/plot.py bench/results/quick-....json [OUT_STEM]
+    python3 bench/plot.py bench/results/scaling-....json [OUT_STEM]
 
 Writes OUT_STEM-time.png and OUT_STEM-rss.png (default: beside the JSON)
-and prints their paths. Needs matplotlib (Debian: python3-matplotlib).
+and prints their paths; for a --scaling run, OUT_STEM-WORKLOAD.png per
+workload instead: throughput against threads, one line per allocator.
+Needs matplotlib (Debian: python3-matplotlib).
 """
 import json
 import os
@@ -54,6 +57,44 @@ def chart(doc, key, title, ylabel, path):
     print(path)
 
 
+def scaling_chart(doc, workload, path):
+    ref = doc["reference"]
+    counts = doc["threads"][workload]
+    cells = {(c["threads"], c["alloc"]): c for c in doc["cells"] if c["workload"] == workload}
+    allocs = [a["name"] for a in doc["allocators"]]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for a in allocs:
+        pts = [(t, cells[(t, a)]["mops"]) for t in counts if cells[(t, a)].get("mops")]
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a,
+                linewidth=2.2 if a == ref else 1.2, color="black" if a == ref else None,
+                zorder=3 if a == ref else 2)
+    cpus = doc["meta"].get("cpus")
+    if cpus and counts and counts[0] <= cpus < counts[-1]:
+        ax.axvline(cpus, color="grey", linestyle="--", linewidth=0.8)
+        ax.text(cpus, 0.02, " %d CPUs" % cpus, transform=ax.get_xaxis_transform(),
+                color="grey", fontsize="small")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(counts))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    if len(counts) == 1:
+        ax.set_xlim(counts[0] / 1.5, counts[0] * 1.5)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("threads")
+    ax.set_ylabel("Mops/s (ops / median secs)")
+    meta = doc["meta"]
+    ax.set_title("%s: throughput vs threads, %s sizes, %d runs, %s"
+                 % (workload, meta.get("size_tier"), meta["runs"], meta["date"]))
+    ax.legend(fontsize="small", ncol=min(4, len(allocs)))
+    ax.grid(which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(path)
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -62,6 +103,11 @@ def main():
         doc = json.load(f)
     stem = sys.argv[2] if len(sys.argv) > 2 else os.path.splitext(sys.argv[1])[0]
     ref = doc["reference"]
+    if doc.get("mode") == "scaling":
+        for w in doc["workloads"]:
+            if doc["threads"].get(w["name"]):
+                scaling_chart(doc, w["name"], "%s-%s.png" % (stem, w["name"]))
+        return 0
     chart(doc, "time_ratio", "time / %s" % ref, "median time / %s's (above 1: %s faster)"
           % (ref, ref), stem + "-time.png")
     chart(doc, "rss_ratio", "peak RSS / %s" % ref, "median peak RSS / %s's (above 1: %s smaller)"

@@ -489,17 +489,23 @@ def failure_text(r):
     return "no RESULT line"
 
 
+def run_child(argv, alloc, run, ctx, preload, spawn=None):
+    """Run one program to its end (ctx["current"] names it meanwhile, so an
+    interrupt can kill it); the Child's result."""
+    child = Child(argv, child_env(alloc.name, run), ctx["timeout"], spawn, preload)
+    ctx["current"] = child
+    try:
+        return child.wait()
+    finally:
+        ctx["current"] = None
+        child.kill()
+
+
 def run_program(w, alloc, run, size, ctx, wrapper=None, threads=None, extra=None):
     argv = workload_argv(w, ctx["bin_dir"], size, threads if threads is not None else ctx["threads"],
                          extra)
     argv, preload = wrap(argv, alloc.preload(w, ctx["glibc_forward"]), wrapper)
-    child = Child(argv, child_env(alloc.name, run), ctx["timeout"], ctx["spawn"], preload)
-    ctx["current"] = child
-    try:
-        r = child.wait()
-    finally:
-        ctx["current"] = None
-        child.kill()
+    r = run_child(argv, alloc, run, ctx, preload, ctx["spawn"])
     result, metrics = parse_output(r["stdout"])
     rec = {"workload": w["name"], "alloc": alloc.name, "run": run, "argv": argv,
            "wall": r["wall"], "rss_kib": r["rss_kib"], "rc": r["rc"], "signal": r["signal"],

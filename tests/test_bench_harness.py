@@ -5,7 +5,9 @@ The harness runs a fake workload (a shell script written here) under fake
 allocators named NAME=none: the script reports a time chosen from the
 allocator's name and the run number, so medians, ratios and geometric means
 have exact expected values, and it logs every run so the interleaving order
-can be checked. Unit tests cover the parsers and the statistics.
+can be checked. A second fake (FAKE_SCALE) reports ops and secs chosen from
+the allocator and the thread count it is given, for --scaling. Unit tests
+cover the parsers and the statistics.
 
 ctest-labels: bench
 """
@@ -55,6 +57,37 @@ echo "RESULT workload=$name threads=1 ops=$size secs=$secs check=ok"
 '''
 
 
+# The --scaling fake: secs from the allocator and the thread count (brisk
+# twice as fast from 2 threads on, flat the same at every count, collapsing
+# slower the more threads), plus 10 ms * run; ops = size + threads. It is
+# named larson and xmalloc (and other) so the harness treats it as those;
+# like bench_xmalloc, the xmalloc fake reports an even thread count.
+FAKE_SCALE = r'''#!/bin/sh
+name=$1; size=$2; t=$3; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
+echo "$name $alloc $run $t" >> "$FAKE_LOG"
+case $alloc in
+  brisk) if [ "$t" -lt 2 ]; then ms=1000; else ms=500; fi ;;
+  flat) ms=400 ;;
+  collapsing) ms=$((250 * t)) ;;
+  broken) echo "CHECK FAILED: fake corruption" >&2; exit 3 ;;
+  *) ms=1 ;;
+esac
+ms=$((ms + 10 * run))
+reported=$t
+[ "$name" = xmalloc ] && reported=$((t / 2 * 2))
+secs=$(printf "%d.%03d" $((ms / 1000)) $((ms % 1000)))
+echo "RESULT workload=$name threads=$reported ops=$((size + t)) secs=$secs check=ok"
+'''
+SCALE_SIZE = 1000000
+
+
+def fake_mops(alloc, t, runs=3):
+    """The throughput --scaling should report: ops / median secs."""
+    ms = {"brisk": 1000 if t < 2 else 500, "flat": 400, "collapsing": 250 * t}[alloc]
+    ms += 10 * ((runs - 1) / 2.0)  # the median run
+    return (SCALE_SIZE + t) / (ms / 1000.0) / 1e6
+
+
 class Env:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="brisk-harness-test-")
@@ -68,15 +101,25 @@ class Env:
             json.dump([{"name": n, "argv": [self.fake, n, "{size}"],
                         "sizes": {"quick": 7, "default": 70, "full": 700}, "time": "reported"}
                        for n in ("alpha", "beta")], f)
+        self.fake_scale = os.path.join(self.dir, "fake_scale.sh")
+        with open(self.fake_scale, "w") as f:
+            f.write(FAKE_SCALE)
+        os.chmod(self.fake_scale, 0o755)
+        self.scale_workloads = os.path.join(self.dir, "scale_workloads.json")
+        with open(self.scale_workloads, "w") as f:
+            json.dump([{"name": n, "argv": [self.fake_scale, n, "{size}"],
+                        "sizes": {"quick": SCALE_SIZE, "default": 10, "full": 100}}
+                       for n in ("other", "larson", "xmalloc")], f)
         spawn_dir = os.path.join(BUILD_DIR, "bench")
         self.bin_dir = spawn_dir if os.access(os.path.join(spawn_dir, "bench_spawn"), os.X_OK) \
             else self.dir
 
-    def run(self, *args, stem="t", charts=False):
+    def run(self, *args, stem="t", charts=False, workloads=None):
         if os.path.exists(self.log):
             os.unlink(self.log)
         env = dict(os.environ, FAKE_LOG=self.log)
-        cmd = [sys.executable, HARNESS, "--workloads-file", self.workloads, "--results-dir",
+        cmd = [sys.executable, HARNESS, "--workloads-file", workloads or self.workloads,
+               "--results-dir",
                os.path.join(self.dir, "results"), "--stem", stem, "--bin-dir", self.bin_dir,
                "--no-install", "--quiet"] + ([] if charts else ["--no-charts"]) + list(args)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
@@ -210,6 +253,56 @@ def test_resolve_custom_allocators_and_aa():
         shutil.rmtree(d)
 
 
+def test_scaling_counts_and_points():
+    assert harness.parse_counts("4,1,2,2") == [1, 2, 4]
+    for bad in ("", "0,1", "a,2", "1,300"):
+        try:
+            harness.parse_counts(bad)
+        except SystemExit:
+            continue
+        raise AssertionError("accepted --scaling %r" % bad)
+    ws = [{"name": "larson"}, {"name": "xmalloc"}, {"name": "quad", "thread_unit": 4}]
+    points, notes = harness.scaling_points(ws, [1, 2, 3, 4, 8])
+    got = [(p["name"], p["scaling_threads"]) for p in points]
+    assert got == [("larson", 1), ("larson", 2), ("larson", 3), ("larson", 4), ("larson", 8),
+                   ("xmalloc", 2), ("xmalloc", 4), ("xmalloc", 8), ("quad", 4), ("quad", 8)], got
+    assert all("scaling_threads" not in w for w in ws)  # copies, not the originals
+    assert len(notes) == 2 and notes[0].startswith("xmalloc: not run at 1, 3 threads"), notes
+    assert "1-thread point would be its 2-thread one" in notes[0], notes
+
+
+def test_summarize_scaling():
+    points = [{"name": "w", "scaling_threads": t} for t in (1, 2, 4)]
+    allocs = [runner.Allocator(n) for n in ("ref", "p")]
+    # secs per (alloc, threads), three runs each; ops = 1000 * threads
+    secs = {("ref", 1): [1.0, 2.0, 3.0], ("ref", 2): [1.0, 1.0, 1.0], ("ref", 4): [0.5, 0.5, 9],
+            ("p", 1): [0.5, 0.5, 0.5], ("p", 2): [4.0, 4.0, 4.0], ("p", 4): [8.0, 8.0, 8.0]}
+    recs = []
+    for (a, t), ss in secs.items():
+        for r, x in enumerate(ss):
+            recs.append({"workload": "w", "alloc": a, "run": r, "threads": t, "ok": True,
+                         "error": None, "time": 99.0, "wall": 99.0, "rss_kib": 10,
+                         "result": {"ops": 1000.0 * t, "secs": x, "threads": float(t)}})
+    recs.append({"workload": "w", "alloc": "p", "run": 3, "threads": 4, "ok": False,
+                 "error": "signal SIGSEGV", "time": 0.1, "wall": 0.1, "rss_kib": 5,
+                 "result": None})
+    recs.append({"workload": "w", "alloc": "p", "run": 4, "threads": 4, "ok": True,
+                 "error": None, "time": 0.1, "wall": 0.1, "rss_kib": 5,
+                 "result": {"secs": 0.1, "check": "ok"}})
+    cells, collapse = harness.summarize_scaling(recs, points, allocs, "ref")
+    assert close(cells[("w", 1, "ref")]["mops"], 1000 / 2.0 / 1e6)  # RESULT secs, not time
+    assert close(cells[("w", 4, "ref")]["mops"], 4000 / 0.5 / 1e6)
+    assert close(cells[("w", 2, "p")]["mops_ratio"], 0.25)
+    assert close(cells[("w", 1, "p")]["mops_ratio"], 4.0)
+    c = cells[("w", 4, "p")]
+    assert c["ok"] == 3 and c["failed"] == 2 and close(c["mops"], 4000 / 8.0 / 1e6)
+    assert c["errors"] == ["no ops= in RESULT", "signal SIGSEGV"], c["errors"]
+    k = collapse[("w", "ref")]
+    assert k["best_threads"] == 4 and close(k["collapse"], 1.0)
+    k = collapse[("w", "p")]  # best 2000 ops/s at 1 thread, 500 at 4
+    assert k["best_threads"] == 1 and k["top_threads"] == 4 and close(k["collapse"], 0.25)
+
+
 def test_resp_client():
     a, b = socket.socketpair()
     try:
@@ -339,6 +432,93 @@ def test_charts(env):
     for suffix in ("-time.png", "-rss.png"):
         with open(env.result("charts", suffix), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scaling_end_to_end(env):
+    allocs = ["brisk", "flat", "collapsing"]
+    r = env.run("--scaling", "1,2,4", "--alloc", "brisk=none,flat=none,collapsing=none",
+                stem="scal", workloads=env.scale_workloads)
+    assert r.returncode == 0, r.stderr + r.stdout
+    # default workloads larson and xmalloc (not other); 3 runs; xmalloc
+    # skips 1 thread; each point interleaved like the matrix, and the
+    # thread count reaches the program as its last argument
+    got = [(w, a, int(run), int(t)) for w, a, run, t in env.logged()]
+    want = []
+    for w, counts in (("larson", (1, 2, 4)), ("xmalloc", (2, 4))):
+        for t in counts:
+            want += [(x, y, z, t) for x, y, z in expected_order([w], allocs, 3)]
+    assert got == want, got
+    # cells: throughput = ops / median RESULT secs, ratio to brisk
+    rows = list(csv.DictReader(open(env.result("scal", ".csv"))))
+    by = {(x["workload"], int(x["threads"]), x["allocator"]): x for x in rows}
+    assert len(rows) == 5 * 3, len(rows)
+    for (w, t, a), x in by.items():
+        assert x["ok"] == "3" and x["failed"] == "0" and int(x["ops"]) == SCALE_SIZE + t
+        assert close(float(x["mops"]), fake_mops(a, t), 1e-4), (w, t, a, x["mops"])
+        assert close(float(x["mops_ratio_to_brisk"]), fake_mops(a, t) / fake_mops("brisk", t),
+                     1e-4), (w, t, a)
+    runs = list(csv.DictReader(open(env.result("scal", "-runs.csv"))))
+    assert [(x["workload"], x["allocator"], int(x["run"]), int(x["threads"]))
+            for x in runs] == want
+    # collapse: throughput at the highest count / the best at any count
+    col = {(x["workload"], x["allocator"]): x
+           for x in csv.DictReader(open(env.result("scal", "-collapse.csv")))}
+    want_col = fake_mops("collapsing", 4) / fake_mops("collapsing", 1)
+    assert close(float(col[("larson", "collapsing")]["collapse"]), want_col, 1e-4)
+    assert col[("larson", "collapsing")]["best_threads"] == "1"
+    assert col[("larson", "brisk")]["best_threads"] == "4"  # ops grow with threads
+    assert close(float(col[("larson", "brisk")]["collapse"]), 1.0)
+    assert close(float(col[("xmalloc", "collapsing")]["collapse"]),
+                 fake_mops("collapsing", 4) / fake_mops("collapsing", 2), 1e-4)
+    doc = json.load(open(env.result("scal", ".json")))
+    assert doc["mode"] == "scaling" and doc["meta"]["tier"] == "scaling"
+    assert doc["meta"]["size_tier"] == "quick" and doc["meta"]["runs"] == 3
+    assert doc["threads"] == {"larson": [1, 2, 4], "xmalloc": [2, 4]}
+    assert [a["name"] for a in doc["allocators"]] == allocs  # no A/A copy
+    assert all(x["argv"][-1] == str(x["threads"]) for x in doc["runs"])
+    # the report: a table per workload, the collapse row and the check
+    out = r.stdout
+    assert "## larson" in out and "## xmalloc" in out and "## other" not in out, out
+    assert "| threads | brisk | flat | collapsing |" in out, out
+    f = harness.fmt_num
+    row1 = "| 1 | %s | %s (%.2f) | %s (%.2f) |" % (
+        f(fake_mops("brisk", 1)), f(fake_mops("flat", 1)),
+        fake_mops("flat", 1) / fake_mops("brisk", 1), f(fake_mops("collapsing", 1)),
+        fake_mops("collapsing", 1) / fake_mops("brisk", 1))
+    assert row1 in out, (row1, out)
+    assert "| **collapse 4/best** | **1.00** (best at 4) | **1.00** (best at 4) | **%.2f** " \
+        "(best at 1) |" % want_col in out, out
+    assert "Collapse check: below 0.50" in out and "larson under collapsing: %.2f" % want_col \
+        in out, out
+    assert "xmalloc under collapsing" not in out  # 0.505 of its best
+    assert "Note: xmalloc: not run at 1 thread" in out, out
+    # --only picks other workloads; --dry-run prints the thread counts
+    d = env.run("--scaling", "2,8", "--only", "other", "--alloc", "brisk=none", "--dry-run",
+                workloads=env.scale_workloads)
+    assert d.returncode == 0 and not os.path.exists(env.log), d.stderr
+    assert d.stdout.split("\n")[:2] == ["0 other brisk 0 2", "1 other brisk 1 2"], d.stdout
+    assert len(d.stdout.splitlines()) == 2 * 3
+    # what --scaling refuses
+    for bad in (("--scaling", "1,2", "--threads", "4"), ("--scaling", "0"),
+                ("--scaling", "1", "--only", "xmalloc"), ("--scaling", "1", "--syscalls")):
+        b = env.run(*(bad + ("--alloc", "brisk=none")), workloads=env.scale_workloads)
+        assert b.returncode != 0 and "harness:" in b.stderr, (bad, b.stderr)
+
+
+def test_scaling_failure_and_charts(env):
+    r = env.run("--scaling", "1,2", "--only", "larson", "--alloc", "brisk=none,broken=none",
+                "--runs", "1", stem="scalfail", charts=True, workloads=env.scale_workloads)
+    assert r.returncode == 0, r.stderr  # a peer failing does not fail the run
+    assert "| 1 | %s | FAIL: check failed (rc 3) |" % harness.fmt_num(fake_mops("brisk", 1, 1)) \
+        in r.stdout, r.stdout
+    assert "- larson at 2 threads under broken: 1 of 1 runs failed" in r.stdout, r.stdout
+    ref_broken = env.run("--scaling", "1", "--only", "larson", "--alloc", "broken=none",
+                         "--runs", "1", stem="scalref", workloads=env.scale_workloads)
+    assert ref_broken.returncode == 1
+    if not harness.matplotlib_python():
+        return "skipped charts (no matplotlib)"
+    with open(env.result("scalfail", "-larson.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_syscalls_mode(env):
