@@ -8,8 +8,10 @@
  *   - double frees of small and medium blocks in many orders (a b a; a, 50
  *     others, a; across size classes; after the page's free list was
  *     partly reused; through free, brisk_free, free_sized, brisk_free_sized,
- *     realloc and brisk_realloc), and the last block freed by a thread that
- *     does not own it;
+ *     realloc and brisk_realloc), the last block freed by a thread that
+ *     does not own it, a block freed by its owner and by another thread in
+ *     either order (reported when the owner takes the other thread's frees
+ *     back), and a block of a page that went back to its segment;
  *   - interior pointers (small, medium, large) through brisk_free_sized and
  *     realloc;
  *   - pointers into memory brisk returned to the OS: a huge block freed
@@ -18,19 +20,23 @@
  *     and after it went back to the OS;
  *   - a write after free that breaks a free-list link (and an overflow into
  *     a free neighbour): reported when malloc follows the link, the page
- *     is taken out of use, and malloc keeps handing out valid blocks;
+ *     is taken out of use, and malloc keeps handing out valid blocks; a
+ *     link rewritten to a live block of the page is reported one block
+ *     later, when the live block's data is read as a link (the live block
+ *     is handed out again first: a known limit);
  *   - pointers brisk never owned.
  * Each scenario also runs with BRISK_ON_ERROR=abort ("abort_<name>"): the
  * child must die by SIGABRT right after the first line.
- * A few scenarios marked "info" are known limits (remote double frees that
- * are not the last block freed, ...): their outcome is printed, never
- * failed.
+ * The scenario marked "info" is a known limit (a thread that does not own
+ * a block frees it twice with another free in between: not detected): its
+ * outcome is printed, never failed.
  *
  * As in test_bad_input.c, each scenario runs in a re-executed child
  * (scenario_runner.h), which checks:
  *   - stderr is exactly the expected line(s): the child computes each with
  *     printf("%p") and sends it as "EXPECT <line>" on stdout before the bad
- *     call ("EXPECTP <prefix>": the line must start with it);
+ *     call ("EXPECTR <prefix>\t<reason>...": the prefix and one of the
+ *     reasons);
  *   - the child printed "DONE" and exited 0 (it verified that blocks
  *     allocated before the bad call are intact and that malloc/free still
  *     hand out correct, distinct blocks), or, for the abort variants, died
@@ -386,22 +392,30 @@ static void sc_df_remote_last(void) {
 }
 
 /* A double free found after the page went back to its segment: the
- * reason differs ("not in use"), but it is one line and nothing breaks. */
+ * reason differs ("not in use"), but it is one line and nothing breaks.
+ * Of the reasons free gives a pointer into a page that is not in use, the
+ * others cannot occur here: "double free" needs the page still in use
+ * (checked below), "returned to the OS" a segment that was unmapped (this
+ * one holds live blocks), "not allocated by brisk" a segment's header
+ * slice, and "block of a destroyed heap" a destroyed heap. */
 static void sc_df_retired_page(void) {
   guards_alloc();
-  /* Fill more than one page of the class so the first is not the current
-   * one, then empty the first page. */
+  /* Fill many pages of the class, then empty one in the middle: it holds
+   * none of the guards (the first page of the class may) and is not the
+   * current page (the last one). */
   enum { N = 3000 };
   static char *b[N];
   for (int i = 0; i < N; i++) {
     b[i] = malloc(1008);
     if (!b[i]) { child_fail("malloc failed"); finish(); }
   }
-  uintptr_t page0 = (uintptr_t)b[0] & ~(SMALL_PAGE - 1);
-  char *victim = b[0];
+  char *victim = b[N / 2];
+  uintptr_t page = (uintptr_t)victim & ~(SMALL_PAGE - 1);
   for (int i = 0; i < N; i++)
-    if (((uintptr_t)b[i] & ~(SMALL_PAGE - 1)) == page0) { free(b[i]); b[i] = NULL; }
-  expect_prefix("brisk: error: free(%p): ", (void *)victim);
+    if (((uintptr_t)b[i] & ~(SMALL_PAGE - 1)) == page) { free(b[i]); b[i] = NULL; }
+  if (brisk_owns(victim)) { child_fail("setup: the emptied page %p is still in use", (void *)page); finish(); }
+  printf("EXPECTR brisk: error: free(%p): \tpointer into memory that is not in use (freed twice?)\n", (void *)victim);
+  fflush(stdout);
   free(opaque_ptr(victim));
   after_bad_calls();
   for (int i = 0; i < N; i++) free(b[i]);
@@ -680,6 +694,49 @@ static void sc_waf_heap(void) { waf_common(WAF_HEAP, 48); }
 static void sc_waf_overflow(void) { waf_common(WAF_OVERFLOW, 112); }
 static void sc_waf_to_other_page(void) { waf_common(WAF_TO_OTHER_PAGE, 64); }
 
+/* A write after free that rewrites a link to a live block of the same
+ * page: the link itself looks valid, so malloc hands out the freed block,
+ * then the live one again (a known limit: its first word is cleared, and
+ * the child does not fail on it), and reports the live block's data as a
+ * broken link when it reads it as the next one. */
+static void sc_waf_valid_link(void) {
+  guards_alloc();
+  uintptr_t key = derive_key(48);
+  char *live = malloc(48), *a = malloc(48);
+  if (!live || !a) { child_fail("malloc failed"); finish(); }
+  size_t cls = brisk_usable_size(a);
+  uintptr_t page = (uintptr_t)a & ~(SMALL_PAGE - 1);
+  if (((uintptr_t)live & ~(SMALL_PAGE - 1)) != page) { child_fail("setup: the blocks are in different pages"); finish(); }
+  fill(live, 48, 9);
+  uintptr_t decoded = *(volatile uintptr_t *)live ^ key; /* the live block's data, read as a link */
+  free(a);
+  expect_line("brisk: error: malloc(): the free list of the page at %p (size class %zu) holds %p, not one of its "
+              "blocks: a write after free? The page is taken out of use",
+              (void *)page, cls, (void *)decoded);
+  *(volatile uintptr_t *)a = (uintptr_t)live ^ key; /* the write after free */
+  enum { N = 3000 };
+  static char *got[N];
+  int live_at = -1;
+  for (int i = 0; i < N; i++) {
+    got[i] = malloc(48);
+    if (!got[i]) { child_fail("malloc(48) returned NULL after the corruption"); break; }
+    if ((uintptr_t)got[i] == decoded) child_fail("malloc returned the corrupted link %p", (void *)got[i]);
+    if (got[i] == live) live_at = i;
+    else if (live_at >= 0 && ((uintptr_t)got[i] & ~(SMALL_PAGE - 1)) == page)
+      child_fail("malloc returned %p from the broken page after the report", (void *)got[i]);
+  }
+  after_bad_calls();
+  if (live_at >= 0) printf("INFO the live block the link pointed to was handed out again\n");
+  qsort(got, N, sizeof got[0], cmp_ptr);
+  for (int i = 1; i < N; i++)
+    if (got[i] && got[i] == got[i - 1]) child_fail("malloc returned %p twice", (void *)got[i]);
+  guards_check("after the corruption");
+  for (int i = 0; i < N; i++) free(got[i]); /* live among them, if it came back */
+  if (live_at < 0) free(live);
+  workload_after(48, (void *)decoded);
+  finish();
+}
+
 /* ---- interior pointers ---------------------------------------------- */
 
 static void interior(size_t size, size_t offset, via_t via) {
@@ -733,14 +790,66 @@ static void sc_not_ours_segment_header(void) {
   not_ours((void *)(((uintptr_t)x & ~(SEG_SIZE - 1)) + 128), VIA_FREE);
 }
 
-/* ---- known limits: printed as information, never failed -------------- */
+/* ---- double frees across threads ------------------------------------ */
 
 static void *free_list_body(void *arg) {
   char **v = arg;
   for (int i = 0; v[i]; i++) free(opaque_ptr(v[i]));
   return NULL;
 }
-/* A thread that does not own the blocks frees a, b, a. */
+/* The owner frees a block, then another thread frees a and b. The second
+ * free of a is found when the owner takes the other thread's frees back
+ * (brisk_collect here; otherwise a later malloc). That free wrote its
+ * chain link into a, which stays on the page's list: when malloc reaches
+ * it, the link is reported as broken and the page is taken out of use. */
+static void sc_df_local_then_remote(void) {
+  guards_alloc();
+  uintptr_t key = derive_key(56);
+  char *a = malloc(56), *b = malloc(56);
+  if (!a || !b) { child_fail("malloc failed"); finish(); }
+  size_t cls = brisk_usable_size(a);
+  free(a);
+  expect_line("brisk: error: free(%p): double free (size class %zu), the second from another thread", (void *)a,
+              cls);
+  char *v[] = {a, b, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, free_list_body, v);
+  pthread_join(t, NULL);
+  brisk_collect();
+  after_bad_calls();
+  uintptr_t page = (uintptr_t)a & ~(SMALL_PAGE - 1);
+  uintptr_t decoded = *(volatile uintptr_t *)a ^ key;
+  expect_line("brisk: error: malloc(): the free list of the page at %p (size class %zu) holds %p, not one of its "
+              "blocks: a write after free? The page is taken out of use",
+              (void *)page, cls, (void *)decoded);
+  workload_after(56, (void *)decoded);
+  finish();
+}
+/* Another thread frees a and b, then the owner frees a again before it
+ * took them back: found when it does (brisk_collect here; otherwise a
+ * later malloc), as a chain link that is no longer one. */
+static void sc_df_remote_then_local(void) {
+  guards_alloc();
+  char *a = malloc(56), *b = malloc(56);
+  if (!a || !b) { child_fail("malloc failed"); finish(); }
+  char *v[] = {a, b, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, free_list_body, v);
+  pthread_join(t, NULL);
+  expect_line("brisk: error: free(%p): a block freed by another thread was freed again or written before its owner "
+              "took it back (double free?)",
+              (void *)a);
+  free(opaque_ptr(a));
+  brisk_collect();
+  after_bad_calls();
+  workload_after(56, NULL);
+  finish();
+}
+
+/* ---- known limits: printed as information, never failed -------------- */
+
+/* A thread that does not own the blocks frees a, b, a: not detected (a is
+ * not the last block that thread freed). */
 static void sc_info_remote_df_not_last(void) {
   guards_alloc();
   char *a = malloc(56), *b = malloc(56);
@@ -750,46 +859,6 @@ static void sc_info_remote_df_not_last(void) {
   pthread_join(t, NULL);
   after_bad_calls();
   workload_after(56, NULL);
-  finish();
-}
-/* The owner frees a block, then another thread frees it again. */
-static void sc_info_local_then_remote(void) {
-  guards_alloc();
-  char *a = malloc(56), *b = malloc(56);
-  free(a);
-  char *v[] = {a, b, NULL};
-  pthread_t t;
-  pthread_create(&t, NULL, free_list_body, v);
-  pthread_join(t, NULL);
-  after_bad_calls();
-  workload_after(56, NULL);
-  finish();
-}
-/* Another thread frees a block, then the owner frees it again. */
-static void sc_info_remote_then_local(void) {
-  guards_alloc();
-  char *a = malloc(56), *b = malloc(56);
-  char *v[] = {a, b, NULL};
-  pthread_t t;
-  pthread_create(&t, NULL, free_list_body, v);
-  pthread_join(t, NULL);
-  free(opaque_ptr(a));
-  after_bad_calls();
-  workload_after(56, NULL);
-  finish();
-}
-/* A write after free that rewrites a link to another free-looking block
- * of the same page (a live one): not a broken link. */
-static void sc_info_waf_valid_link(void) {
-  guards_alloc();
-  uintptr_t key = derive_key(48);
-  char *live = malloc(48), *a = malloc(48);
-  fill(live, 48, 9);
-  free(a);
-  *(volatile uintptr_t *)a = (uintptr_t)live ^ key;
-  for (int i = 0; i < 3000; i++) (void)malloc(48);
-  after_bad_calls();
-  if (check(live, 48, 9) != (size_t)-1) printf("INFO the live block the link pointed to was handed out again\n");
   finish();
 }
 
@@ -842,6 +911,8 @@ static const scenario_t k_scenarios[] = {
     {"df_reused_free_sized", NULL, 0, 0, sc_df_reused_free_sized},
     {"df_heap", NULL, 0, 0, sc_df_heap},
     {"df_remote_last", NULL, 0, 0, sc_df_remote_last},
+    {"df_local_then_remote", NULL, 0, 0, sc_df_local_then_remote},
+    {"df_remote_then_local", NULL, 0, 0, sc_df_remote_then_local},
     {"df_retired_page", NULL, 0, 0, sc_df_retired_page},
     {"df_large", NULL, 0, 0, sc_df_large},
     {"df_large_realloc", NULL, 0, 0, sc_df_large_realloc},
@@ -863,6 +934,7 @@ static const scenario_t k_scenarios[] = {
     {"waf_heap", NULL, 0, 0, sc_waf_heap},
     {"waf_overflow", NULL, 0, 0, sc_waf_overflow},
     {"waf_to_other_page", NULL, 0, 0, sc_waf_to_other_page},
+    {"waf_valid_link", NULL, 0, 0, sc_waf_valid_link},
     {"interior_free_sized", NULL, 0, 0, sc_interior_free_sized},
     {"interior_free_sized_c23", NULL, 0, 0, sc_interior_free_sized_c23},
     {"interior_medium_realloc", NULL, 0, 0, sc_interior_medium_realloc},
@@ -874,9 +946,6 @@ static const scenario_t k_scenarios[] = {
     {"not_ours_global_realloc", NULL, 0, 0, sc_not_ours_global_realloc},
     {"not_ours_segment_header", NULL, 0, 0, sc_not_ours_segment_header},
     {"info_remote_df_not_last", NULL, 0, 1, sc_info_remote_df_not_last},
-    {"info_local_then_remote", NULL, 0, 1, sc_info_local_then_remote},
-    {"info_remote_then_local", NULL, 0, 1, sc_info_remote_then_local},
-    {"info_waf_valid_link", NULL, 0, 1, sc_info_waf_valid_link},
 };
 enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
 
