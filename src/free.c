@@ -108,27 +108,34 @@ page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t *
   return pg;
 }
 
-/* A block of another thread's heap, checked to be a block start. */
-static void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
+/* A block of another thread's heap, checked to be a block start. Inlined
+ * into free_slow's first branch: this is the whole cost of a free that
+ * crosses threads, apart from the owner's drain. */
+BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-  if (dst == NULL) {
+  if (BRISK_UNLIKELY(dst == NULL)) {
     report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
                  (void *)b);
     return;
   }
-  heap_t *me = thread_heap_for_free();
   uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
-  if (me != NULL) {
-    outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-    /* The block freed last to this heap, in this life of the heap (a slot
-     * of a destroyed heap may still name memory that is in use again). */
-    if (slot->dst == dst && slot->generation == gen && slot->head == b) {
-      report_error("%s(%p): double free (size class %zu)", fn_name(fn), (void *)b,
-                   page_usable_size(pg));
+  heap_t *me = brisk_tls_heap;
+  if (BRISK_UNLIKELY(me->kind == HEAP_KIND_STATIC)) {
+    me = thread_heap_for_free();
+    if (me == NULL) {
+      heap_remote_free_direct(dst, gen, b);
       return;
     }
   }
-  heap_remote_free(me, dst, gen, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
+  outbox_slot_t *slot = heap_outbox_slot(me, dst);
+  /* The block freed last to this heap, in this life of the heap (a slot
+   * of a destroyed heap may still name memory that is in use again). */
+  if (BRISK_UNLIKELY(slot->head == b) && slot->dst == dst && slot->generation == gen) {
+    report_error("%s(%p): double free (size class %zu)", fn_name(fn), (void *)b,
+                 page_usable_size(pg));
+    return;
+  }
+  heap_remote_free(me, slot, dst, gen, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
 }
 
 void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {

@@ -137,7 +137,7 @@ static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) 
 
 static void heap_serve_abandoned(heap_t *dst);
 
-static void outbox_flush_slot(outbox_slot_t *slot) {
+void heap_outbox_flush_slot(outbox_slot_t *slot) {
   if (slot->count == 0) return;
   heap_t *dst = slot->dst;
   STAT_COUNT(remote_frees, slot->count);
@@ -150,32 +150,15 @@ static void outbox_flush_slot(outbox_slot_t *slot) {
 
 void heap_flush_outbox(heap_t *h) {
   if (h->outbox_pending == 0) return;
-  for (size_t i = 0; i < OUTBOX_SLOTS; i++) outbox_flush_slot(&h->outbox[i]);
+  for (size_t i = 0; i < OUTBOX_SLOTS; i++) heap_outbox_flush_slot(&h->outbox[i]);
   h->outbox_pending = 0;
 }
 
-void heap_remote_free(heap_t *me, heap_t *dst, uint32_t gen, block_t *b, bool urgent) {
-  /* Already on a list of its page? Only the owner may look; tell it. */
-  bool suspect = block_looks_free(b);
-  if (me == NULL) {
-    STAT_COUNT(remote_frees, 1);
-    block_set_remote_next(b, NULL, suspect);
-    inbox_push(dst, gen, b, b);
-    if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
-    return;
-  }
-  outbox_slot_t *slot = &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
-  if (slot->dst != dst || slot->generation != gen) {
-    /* A batch for a destroyed generation of dst is dropped at the push. */
-    outbox_flush_slot(slot);
-    slot->dst = dst;
-    slot->generation = gen;
-  }
-  block_set_remote_next(b, slot->head, suspect);
-  slot->head = b;
-  if (slot->tail == NULL) slot->tail = b;
-  me->outbox_pending = 1;
-  if (++slot->count >= OUTBOX_BATCH || urgent) outbox_flush_slot(slot);
+void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b) {
+  STAT_COUNT(remote_frees, 1);
+  block_set_remote_next(b, NULL, block_looks_free(b));
+  inbox_push(dst, gen, b, b);
+  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
 }
 
 /* The page of `b` if b could be the next block of a chain bound for h;
@@ -248,7 +231,10 @@ static void heap_serve_abandoned(heap_t *dst) {
 void heap_housekeeping(heap_t *h) {
   heap_drain_inbox(h);
   heap_flush_outbox(h);
-  segment_set_purge(&h->segments, false);
+  /* The purge reads the clock: on every eighth slow path only, which on a
+   * workload that runs dry at every other allocation saves a clock read
+   * per page; a purge waits for 8 slow paths at most beyond its delay. */
+  if ((++h->housekeeping_tick & 7) == 0) segment_set_purge(&h->segments, false);
 }
 
 void heap_collect(heap_t *h, bool force) {

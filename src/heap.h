@@ -21,12 +21,35 @@ BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
 BRISK_INTERNAL void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size);
 BRISK_INTERNAL void heap_drain_inbox(heap_t *h);
-/* A free from a thread that does not own the block's heap. `me` is the
- * freeing thread's heap (its outbox batches), or NULL to push at once; gen
- * is dst's generation as read from its inbox; urgent (a large block) hands
- * the batch over now. */
-BRISK_INTERNAL void heap_remote_free(heap_t *me, heap_t *dst, uint32_t gen, block_t *b,
-                                     bool urgent);
+/* A free from a thread without a heap (it is exiting): the block is
+ * handed to dst at once. gen is dst's generation as read from its inbox. */
+BRISK_INTERNAL void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b);
+/* Hand the slot's batch over to its heap and empty it. */
+BRISK_INTERNAL void heap_outbox_flush_slot(outbox_slot_t *slot);
+
+/* The outbox slot of `me` for blocks bound for dst. */
+BRISK_INLINE outbox_slot_t *heap_outbox_slot(heap_t *me, const heap_t *dst) {
+  return &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
+}
+
+/* A free from a thread that does not own the block's heap: the block joins
+ * the batch of `slot` (heap_outbox_slot(me, dst)). gen is dst's generation
+ * as read from its inbox; urgent (a large block) hands the batch over now. */
+BRISK_INLINE void heap_remote_free(heap_t *me, outbox_slot_t *slot, heap_t *dst, uint32_t gen,
+                                   block_t *b, bool urgent) {
+  if (BRISK_UNLIKELY(slot->dst != dst || slot->generation != gen)) {
+    /* A batch for a destroyed generation of dst is dropped at the push. */
+    heap_outbox_flush_slot(slot);
+    slot->dst = dst;
+    slot->generation = gen;
+  }
+  /* Already on a list of its page? Only the owner may look; tell it. */
+  block_set_remote_next(b, slot->head, block_looks_free(b));
+  slot->head = b;
+  if (slot->tail == NULL) slot->tail = b;
+  me->outbox_pending = 1;
+  if (BRISK_UNLIKELY(++slot->count >= OUTBOX_BATCH || urgent)) heap_outbox_flush_slot(slot);
+}
 BRISK_INTERNAL void heap_flush_outbox(heap_t *h);
 BRISK_INTERNAL heap_t *heap_first(void);
 BRISK_INTERNAL void heap_list_lock(void);

@@ -56,6 +56,7 @@ typedef struct block_s {
 } block_t;
 
 extern uintptr_t brisk_link_key BRISK_INTERNAL;
+extern uintptr_t brisk_remote_key BRISK_INTERNAL; /* derived from brisk_link_key */
 
 BRISK_INLINE block_t *block_next(const block_t *b) {
   return (block_t *)(b->link ^ brisk_link_key);
@@ -68,11 +69,10 @@ BRISK_INLINE void block_set_next(block_t *b, const void *next) {
  * it is drained. Bit 0 of such a link marks a block that looked free when
  * another thread freed it: its owner checks its lists before taking it. */
 #define REMOTE_LINK_SUSPECT ((uintptr_t)1)
-BRISK_INLINE uintptr_t remote_key(void) { return brisk_link_key * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; }
 BRISK_INLINE void block_set_remote_next(block_t *b, const void *next, bool suspect) {
-  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ remote_key();
+  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ brisk_remote_key;
 }
-BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ remote_key(); }
+BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ brisk_remote_key; }
 
 BRISK_INLINE bool block_looks_free(const block_t *b) {
   return (((b->link ^ brisk_link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
