@@ -67,6 +67,15 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define DIRECT_MAX 1024
 #define DIRECT_SLOTS (DIRECT_MAX / 16 + 1)
 
+/* The class cache: freed blocks of the classes above DIRECT_MAX (class
+ * CLASS_CACHE_FIRST on) wait in their heap for the next allocation of their
+ * class, at most CLASS_CACHE_SLOTS and CLASS_CACHE_BYTES per class (and
+ * one at least). Those classes have 2..56 blocks per page, so without it
+ * most of their allocations and frees move a page between lists. */
+#define CLASS_CACHE_FIRST 33 /* 1152 B, the first class above DIRECT_MAX */
+#define CLASS_CACHE_SLOTS 8
+#define CLASS_CACHE_BYTES ((size_t)64 * 1024)
+
 /* Free blocks a page carves from fresh memory at a time (about a 4 KiB
  * page worth), so a new page touches only what it hands out. */
 #define PAGE_EXTEND_BYTES 4096

@@ -64,6 +64,7 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   h->kind = kind;
   h->segments.owner_tid = tid;
   h->segments.heap = h;
+  class_cache_init(h);
 }
 
 /* A destroyed first-class heap is reused whole: its generation lives on,
@@ -220,6 +221,7 @@ static void heap_serve_abandoned(heap_t *dst) {
   int expected = HEAP_ABANDONED;
   if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return;
   heap_drain_inbox(dst);
+  class_cache_flush(dst);
   heap_retire_empty_heads(dst);
   segment_set_purge(&dst->segments, false);
   atomic_store_release(&dst->state, HEAP_ABANDONED);
@@ -240,6 +242,7 @@ void heap_housekeeping(heap_t *h) {
 void heap_collect(heap_t *h, bool force) {
   heap_drain_inbox(h);
   heap_flush_outbox(h);
+  class_cache_flush(h);
   heap_retire_empty_heads(h);
   segment_set_purge(&h->segments, force);
   heap_stats_publish(h);
@@ -266,6 +269,7 @@ void heap_destroy(heap_t *h) {
   segment_set_release_all(&h->segments);
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));
+  for (size_t i = 0; i < CLASS_CACHE_COUNT; i++) h->ccache[i].count = 0;
   for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
   h->tid = 0;
   h->segments.owner_tid = 0;
@@ -324,6 +328,10 @@ static void *alloc_huge(heap_t *h, size_t size, size_t alignment) {
 }
 
 static void *alloc_class(heap_t *h, unsigned c) {
+  if (c >= CLASS_CACHE_FIRST) {
+    block_t *cached = class_cache_pop(h, c);
+    if (cached != NULL) return cached;
+  }
   page_t *pg = h->queues[c].first;
   block_t *b = pg ? page_pop(pg) : NULL;
   if (BRISK_LIKELY(b != NULL)) return b;
@@ -389,6 +397,7 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
   return format_string(buf, len,
                        "{\"segments\":%zu,\"pages\":%zu,\"full_pages\":%zu,"
                        "\"blocks_in_use\":%zu,\"page_bytes\":%zu,\"generation\":%zu}",
-                       h->segments.count, pages + full_pages, full_pages, used, capacity_bytes,
+                       h->segments.count, pages + full_pages, full_pages,
+                       used - class_cache_blocks(h), capacity_bytes,
                        (size_t)h->generation);
 }

@@ -10,6 +10,8 @@
  *   | queues[c]: pages of class c   |  head = current page (biased used)
  *   | full: pages with no free block|  notify_at = capacity - 1
  *   | segments, outbox[4]           |  owner thread only
+ *   | ccache[48]: freed blocks of   |  classes above DIRECT_MAX: a stack
+ *   |   each class, 1..8            |  of pointers per class
  *   +-------------------------------+  own cache line:
  *   | inbox (atomic)                |  remote frees pushed by any thread
  *   +-------------------------------+
@@ -64,6 +66,19 @@ typedef struct outbox_slot_s {
   uint32_t generation;
 } outbox_slot_t;
 
+/* Freed blocks of one class kept for its next allocations: a stack of
+ * pointers in the heap, not links in the blocks, so that no write to freed
+ * memory can make it hand out anything else. Each block still counts as
+ * used in its page; its first word is its page's list end, so that free
+ * sends a second free of it to the slow path (block_looks_free). */
+typedef struct class_cache_s {
+  uint32_t count;
+  uint32_t max;
+  block_t *slot[CLASS_CACHE_SLOTS];
+} class_cache_t;
+
+#define CLASS_CACHE_COUNT (CLASS_COUNT - CLASS_CACHE_FIRST)
+
 typedef struct heap_s {
   page_t *direct[DIRECT_SLOTS];
   uintptr_t tid;
@@ -73,6 +88,7 @@ typedef struct heap_s {
   page_queue_t full;
   segment_set_t segments;
   outbox_slot_t outbox[OUTBOX_SLOTS];
+  class_cache_t ccache[CLASS_CACHE_COUNT]; /* classes CLASS_CACHE_FIRST.. */
   uint32_t outbox_pending;    /* slots with blocks */
   int32_t pages_pending;      /* page events not yet in the process counters */
   int32_t large_pending;

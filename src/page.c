@@ -169,8 +169,19 @@ static bool list_contains(const page_t *pg, const block_t *list, const block_t *
   return false;
 }
 
+/* The cache of pg's class in its heap; pg must be PAGE_CACHED. */
+static class_cache_t *page_class_cache(const page_t *pg) {
+  heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
+  return &h->ccache[pg->size_class - CLASS_CACHE_FIRST];
+}
+
 bool page_lists_contain(const page_t *pg, const block_t *b) {
   if (pg->size_class == 0) return false;
+  if (pg->flags & PAGE_CACHED) {
+    const class_cache_t *cc = page_class_cache(pg);
+    for (uint32_t i = 0; i < cc->count; i++)
+      if (cc->slot[i] == b) return true;
+  }
   return list_contains(pg, pg->free, b) || list_contains(pg, pg->local_free, b);
 }
 
@@ -210,6 +221,11 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->size_class = (uint16_t)c;
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
+  if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
+    /* Every free of its blocks goes through page_notify, to the cache. */
+    pg->flags |= PAGE_CACHED;
+    pg->notify_at = UINT32_MAX;
+  }
   heap_count_page(h, 1, false);
   return pg;
 }
@@ -242,7 +258,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
     queue_remove(h, q, pg, c);
     if (r == PAGE_IS_FULL) {
       pg->in_full = PAGE_LIST_FULL;
-      pg->notify_at = pg->capacity - 1;
+      if (!(pg->flags & PAGE_CACHED)) pg->notify_at = pg->capacity - 1;
     } else {
       pg->in_full = PAGE_LIST_BROKEN;
       pg->notify_at = 0;
@@ -257,8 +273,38 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   return pg;
 }
 
+/* After a block of pg went back to it (free_local): bring a full page
+ * back to its queue, retire an empty one. */
+static void page_after_free(heap_t *h, page_t *pg) {
+  if (pg->in_full == PAGE_LIST_FULL) {
+    unsigned c = pg->size_class;
+    queue_remove(h, &h->full, pg, 0);
+    pg->in_full = PAGE_LIST_QUEUE;
+    if (!(pg->flags & PAGE_CACHED)) pg->notify_at = 0;
+    queue_push_back(h, &h->queues[c], pg, c);
+    return;
+  }
+  if (pg->used == 0) page_retire(h, pg);
+}
+
 void page_notify(page_t *pg) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
+  if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
+    class_cache_t *cc = &h->ccache[pg->size_class - CLASS_CACHE_FIRST];
+    if (BRISK_LIKELY(cc->count < cc->max) && pg->in_full != PAGE_LIST_BROKEN) {
+      /* Take the block free_local just linked back out of the page: it
+       * stays used there, and its link, the page's list end, still
+       * looks free to a second free. */
+      block_t *b = pg->local_free;
+      pg->local_free = block_next(b);
+      pg->used++;
+      block_set_next(b, page_list_end(pg));
+      cc->slot[cc->count++] = b;
+      return;
+    }
+    page_after_free(h, pg);
+    return;
+  }
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
     segment_set_free_huge(&h->segments, pg);
     return;
@@ -268,15 +314,37 @@ void page_notify(page_t *pg) {
     span_free(&h->segments, pg);
     return;
   }
-  if (pg->in_full == PAGE_LIST_FULL) {
-    unsigned c = pg->size_class;
-    queue_remove(h, &h->full, pg, 0);
-    pg->in_full = PAGE_LIST_QUEUE;
-    pg->notify_at = 0;
-    queue_push_back(h, &h->queues[c], pg, c);
-    return;
+  page_after_free(h, pg);
+}
+
+void class_cache_flush(heap_t *h) {
+  for (unsigned i = 0; i < CLASS_CACHE_COUNT; i++) {
+    class_cache_t *cc = &h->ccache[i];
+    while (cc->count > 0) {
+      block_t *b = cc->slot[--cc->count];
+      /* a class block: in an ordinary segment, at its start */
+      segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
+      page_t *pg = page_of(seg, (uintptr_t)b);
+      block_set_next(b, pg->local_free);
+      pg->local_free = b;
+      pg->used--;
+      page_after_free(h, pg);
+    }
   }
-  if (pg->used == 0) page_retire(h, pg);
+}
+
+size_t class_cache_blocks(const heap_t *h) {
+  size_t n = 0;
+  for (unsigned i = 0; i < CLASS_CACHE_COUNT; i++) n += h->ccache[i].count;
+  return n;
+}
+
+void class_cache_init(heap_t *h) {
+  for (unsigned i = 0; i < CLASS_CACHE_COUNT; i++) {
+    size_t fit = CLASS_CACHE_BYTES / class_size(CLASS_CACHE_FIRST + i);
+    h->ccache[i].count = 0;
+    h->ccache[i].max = fit < 1 ? 1 : fit > CLASS_CACHE_SLOTS ? CLASS_CACHE_SLOTS : (uint32_t)fit;
+  }
 }
 
 void heap_retire_empty_heads(heap_t *h) {

@@ -57,4 +57,20 @@ BRISK_INLINE bool page_holds_block_inline(const page_t *pg, const block_t *b) {
 BRISK_INTERNAL bool page_lists_contain(const page_t *pg, const block_t *b);
 BRISK_INTERNAL void heap_retire_empty_heads(heap_t *h);
 
+/* The class cache (heap_types.h). init sets each class's limit; flush
+ * gives every cached block back to its page (owner only); blocks counts
+ * them. */
+BRISK_INTERNAL void class_cache_init(heap_t *h);
+BRISK_INTERNAL void class_cache_flush(heap_t *h);
+BRISK_INTERNAL size_t class_cache_blocks(const heap_t *h);
+
+/* The next block of class c (>= CLASS_CACHE_FIRST) from h's cache, or NULL. */
+BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
+  class_cache_t *cc = &h->ccache[c - CLASS_CACHE_FIRST];
+  if (cc->count == 0) return NULL;
+  block_t *b = cc->slot[--cc->count];
+  b->link = 0; /* a handed-out block must not look free to free() */
+  return b;
+}
+
 #endif

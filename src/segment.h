@@ -83,6 +83,7 @@ enum page_flags {
   PAGE_LARGE = 1 << 2,   /* one large block */
   PAGE_HUGE = 1 << 3,    /* one huge block, mapping of its own */
   PAGE_ZERO = 1 << 4,    /* memory not yet carved is known to be zero */
+  PAGE_CACHED = 1 << 5,  /* its frees go to the heap's class cache first */
 };
 
 /* 128 bytes: the fast paths read only the first cache line. */

@@ -797,6 +797,25 @@ static void *free_list_body(void *arg) {
   for (int i = 0; v[i]; i++) free(opaque_ptr(v[i]));
   return NULL;
 }
+/* The owner frees a block a of `size`, then another thread frees a and a
+ * second block; the owner takes those frees back (brisk_collect). The
+ * double free must be reported then. Returns a; *cls is its class size. */
+static char *free_then_free_remotely(size_t size, size_t *cls) {
+  char *a = malloc(size), *b = malloc(size);
+  if (!a || !b) { child_fail("malloc failed"); finish(); }
+  *cls = brisk_usable_size(a);
+  free(a);
+  expect_line("brisk: error: free(%p): double free (size class %zu), the second from another thread", (void *)a,
+              *cls);
+  char *v[] = {a, b, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, free_list_body, v);
+  pthread_join(t, NULL);
+  brisk_collect();
+  after_bad_calls();
+  return a;
+}
+
 /* The owner frees a block, then another thread frees a and b. The second
  * free of a is found when the owner takes the other thread's frees back
  * (brisk_collect here; otherwise a later malloc). That free wrote its
@@ -805,18 +824,8 @@ static void *free_list_body(void *arg) {
 static void sc_df_local_then_remote(void) {
   guards_alloc();
   uintptr_t key = derive_key(56);
-  char *a = malloc(56), *b = malloc(56);
-  if (!a || !b) { child_fail("malloc failed"); finish(); }
-  size_t cls = brisk_usable_size(a);
-  free(a);
-  expect_line("brisk: error: free(%p): double free (size class %zu), the second from another thread", (void *)a,
-              cls);
-  char *v[] = {a, b, NULL};
-  pthread_t t;
-  pthread_create(&t, NULL, free_list_body, v);
-  pthread_join(t, NULL);
-  brisk_collect();
-  after_bad_calls();
+  size_t cls;
+  char *a = free_then_free_remotely(56, &cls);
   uintptr_t page = (uintptr_t)a & ~(SMALL_PAGE - 1);
   uintptr_t decoded = *(volatile uintptr_t *)a ^ key;
   expect_line("brisk: error: malloc(): the free list of the page at %p (size class %zu) holds %p, not one of its "
@@ -843,6 +852,40 @@ static void sc_df_remote_then_local(void) {
   brisk_collect();
   after_bad_calls();
   workload_after(56, NULL);
+  finish();
+}
+
+/* Blocks above 1 KiB wait in their heap's class cache after a free (up to
+ * 8 per class), the rest go back to their pages: a second free is found
+ * in either place, and no block is handed out twice afterwards. */
+static void sc_df_class_cache(void) {
+  guards_alloc();
+  enum { N = 20, SIZE = 3000 };
+  char *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = malloc(SIZE);
+    if (!b[i]) { child_fail("malloc(%d) failed", SIZE); finish(); }
+    fill(b[i], SIZE, (unsigned)i);
+  }
+  size_t cls = brisk_usable_size(b[0]);
+  for (int i = 0; i < N; i++) free(b[i]);
+  /* b[3] was among the first freed (cached), b[15] among the last (page) */
+  expect_line("brisk: error: free(%p): double free (size class %zu)", (void *)b[3], cls);
+  free(opaque_ptr(b[3]));
+  expect_line("brisk: error: brisk_free(%p): double free (size class %zu)", (void *)b[15], cls);
+  brisk_free(opaque_ptr(b[15]));
+  after_bad_calls();
+  workload_after(SIZE, NULL);
+  finish();
+}
+/* The owner frees a medium block (into its class cache), then another
+ * thread frees it again: reported when the owner takes the remote frees
+ * back, and the block is handed out once only. */
+static void sc_df_cached_then_remote(void) {
+  guards_alloc();
+  size_t cls;
+  free_then_free_remotely(4000, &cls);
+  workload_after(4000, NULL);
   finish();
 }
 
@@ -913,6 +956,8 @@ static const scenario_t k_scenarios[] = {
     {"df_remote_last", NULL, 0, 0, sc_df_remote_last},
     {"df_local_then_remote", NULL, 0, 0, sc_df_local_then_remote},
     {"df_remote_then_local", NULL, 0, 0, sc_df_remote_then_local},
+    {"df_class_cache", NULL, 0, 0, sc_df_class_cache},
+    {"df_cached_then_remote", NULL, 0, 0, sc_df_cached_then_remote},
     {"df_retired_page", NULL, 0, 0, sc_df_retired_page},
     {"df_large", NULL, 0, 0, sc_df_large},
     {"df_large_realloc", NULL, 0, 0, sc_df_large_realloc},
