@@ -221,6 +221,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->size_class = (uint16_t)c;
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
+  pg->cached = 0;
   if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;
@@ -282,25 +283,48 @@ static void page_after_free(heap_t *h, page_t *pg) {
     pg->in_full = PAGE_LIST_QUEUE;
     if (!(pg->flags & PAGE_CACHED)) pg->notify_at = 0;
     queue_push_back(h, &h->queues[c], pg, c);
-    return;
   }
   if (pg->used == 0) page_retire(h, pg);
+}
+
+/* Give the blocks of pg back from the class cache to pg's list: its last
+ * live block was freed, and cached blocks must not keep an otherwise
+ * empty page (a whole span) from being retired. */
+static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < cc->count; i++) {
+    block_t *b = cc->slot[i];
+    if ((uint8_t *)b >= pg->start && (uint8_t *)b < pg->start + pg->area) {
+      block_set_next(b, pg->local_free);
+      pg->local_free = b;
+      pg->used--;
+    } else {
+      cc->slot[kept++] = b;
+    }
+  }
+  cc->count = kept;
+  pg->cached = 0;
 }
 
 void page_notify(page_t *pg) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
   if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
     class_cache_t *cc = &h->ccache[pg->size_class - CLASS_CACHE_FIRST];
-    if (BRISK_LIKELY(cc->count < cc->max) && pg->in_full != PAGE_LIST_BROKEN) {
-      /* Take the block free_local just linked back out of the page: it
-       * stays used there, and its link, the page's list end, still
-       * looks free to a second free. */
-      block_t *b = pg->local_free;
-      pg->local_free = block_next(b);
-      pg->used++;
-      block_set_next(b, page_list_end(pg));
-      cc->slot[cc->count++] = b;
-      return;
+    if (pg->used > pg->cached) { /* a live block remains (or the bias) */
+      if (BRISK_LIKELY(cc->count < cc->max) && pg->in_full != PAGE_LIST_BROKEN) {
+        /* Take the block free_local just linked back out of the page: it
+         * stays used there, and its link, the page's list end, still
+         * looks free to a second free. */
+        block_t *b = pg->local_free;
+        pg->local_free = block_next(b);
+        pg->used++;
+        pg->cached++;
+        block_set_next(b, page_list_end(pg));
+        cc->slot[cc->count++] = b;
+        return;
+      }
+    } else if (pg->cached != 0) {
+      class_cache_evict_page(cc, pg);
     }
     page_after_free(h, pg);
     return;
@@ -328,6 +352,7 @@ void class_cache_flush(heap_t *h) {
       block_set_next(b, pg->local_free);
       pg->local_free = b;
       pg->used--;
+      pg->cached--;
       page_after_free(h, pg);
     }
   }

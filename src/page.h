@@ -70,6 +70,8 @@ BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
   if (cc->count == 0) return NULL;
   block_t *b = cc->slot[--cc->count];
   b->link = 0; /* a handed-out block must not look free to free() */
+  /* a class block: in an ordinary segment, at its start */
+  page_of((segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK), (uintptr_t)b)->cached--;
   return b;
 }
 

@@ -104,7 +104,7 @@ typedef struct page_s {
   uint8_t flags;           /* set when the span is carved; fixed while in use */
   uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN (owner only) */
   uint16_t size_class;    /* 0 for large and huge */
-  uint16_t pad1_;
+  uint16_t cached;        /* blocks in its heap's class cache (owner only) */
   /* second cache line: owner's bookkeeping */
   struct page_s *next;    /* class queue or full list */
   struct page_s *prev;

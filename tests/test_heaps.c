@@ -630,6 +630,47 @@ static void test_class_cache_exit(void) {
   section_end();
 }
 
+/* Blocks in the class cache must not keep an otherwise empty page alive:
+ * 16 blocks of 30000 B fill four 128 KiB pages (4 blocks each; the cache
+ * holds 2 of that class); once all are freed only the current page of the
+ * class stays in use, and the memory serves the next allocations. */
+static void test_class_cache_empty_pages(void) {
+  section_begin("class cache lets empty pages go");
+  enum { N = 16, SIZE = 30000 };
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) {
+    FAIL("brisk_heap_new failed");
+    section_end();
+    return;
+  }
+  for (int round = 0; round < 3; round++) {
+    void *b[N];
+    for (int i = 0; i < N; i++) {
+      b[i] = brisk_heap_malloc(h, SIZE);
+      if (!b[i]) {
+        FAIL("brisk_heap_malloc(%d) failed", SIZE);
+        brisk_heap_destroy(h);
+        section_end();
+        return;
+      }
+      memset(b[i], 0x30 + i, SIZE);
+    }
+    double full = heap_stat(h, "pages");
+    CHECK(full >= 4, "round %d: %g pages for %d blocks of %d B", round, full, N, SIZE);
+    for (int i = 0; i < N; i++) {
+      const unsigned char *c = b[i];
+      CHECK(c[0] == 0x30 + i && c[SIZE - 1] == 0x30 + i, "round %d: block %d overwritten", round, i);
+    }
+    for (int i = 0; i < N; i++) brisk_free(b[i]);
+    double left = heap_stat(h, "pages");
+    CHECK(left <= 1, "round %d: %g pages in use after every block was freed (1 expected: the current one)",
+          round, left);
+    CHECK(heap_stat(h, "blocks_in_use") == 0, "round %d: blocks in use after every block was freed", round);
+  }
+  brisk_heap_destroy(h);
+  section_end();
+}
+
 /* ------------------------------------------------------------------ */
 /* cross-thread frees                                                   */
 
@@ -1340,6 +1381,7 @@ int main(void) {
   test_aligned();
   test_stats_json();
   test_class_cache_exit();
+  test_class_cache_empty_pages();
   test_cross_thread_free();
   test_destroy_pending();
   test_remote_after_reuse();
