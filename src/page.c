@@ -172,7 +172,16 @@ static bool list_contains(const page_t *pg, const block_t *list, const block_t *
 /* The cache of pg's class in its heap; pg must be PAGE_CACHED. */
 static class_cache_t *page_class_cache(const page_t *pg) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-  return &h->ccache[pg->size_class - CLASS_CACHE_FIRST];
+  return heap_class_cache(h, pg->size_class);
+}
+
+/* A cached block of pg goes back to pg's local list: no longer used,
+ * no longer cached. */
+static void cached_block_return(page_t *pg, block_t *b) {
+  block_set_next(b, pg->local_free);
+  pg->local_free = b;
+  pg->used--;
+  pg->cached--;
 }
 
 bool page_lists_contain(const page_t *pg, const block_t *b) {
@@ -294,22 +303,16 @@ static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < cc->count; i++) {
     block_t *b = cc->slot[i];
-    if ((uint8_t *)b >= pg->start && (uint8_t *)b < pg->start + pg->area) {
-      block_set_next(b, pg->local_free);
-      pg->local_free = b;
-      pg->used--;
-    } else {
-      cc->slot[kept++] = b;
-    }
+    if ((uint8_t *)b >= pg->start && (uint8_t *)b < pg->start + pg->area) cached_block_return(pg, b);
+    else cc->slot[kept++] = b;
   }
   cc->count = kept;
-  pg->cached = 0;
 }
 
 void page_notify(page_t *pg) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
   if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
-    class_cache_t *cc = &h->ccache[pg->size_class - CLASS_CACHE_FIRST];
+    class_cache_t *cc = heap_class_cache(h, pg->size_class);
     if (pg->used > pg->cached) { /* a live block remains (or the bias) */
       if (BRISK_LIKELY(cc->count < cc->max) && pg->in_full != PAGE_LIST_BROKEN) {
         /* Take the block free_local just linked back out of the page: it
@@ -346,13 +349,8 @@ void class_cache_flush(heap_t *h) {
     class_cache_t *cc = &h->ccache[i];
     while (cc->count > 0) {
       block_t *b = cc->slot[--cc->count];
-      /* a class block: in an ordinary segment, at its start */
-      segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
-      page_t *pg = page_of(seg, (uintptr_t)b);
-      block_set_next(b, pg->local_free);
-      pg->local_free = b;
-      pg->used--;
-      pg->cached--;
+      page_t *pg = cached_block_page(b);
+      cached_block_return(pg, b);
       page_after_free(h, pg);
     }
   }

@@ -64,14 +64,23 @@ BRISK_INTERNAL void class_cache_init(heap_t *h);
 BRISK_INTERNAL void class_cache_flush(heap_t *h);
 BRISK_INTERNAL size_t class_cache_blocks(const heap_t *h);
 
+/* h's cache of class c (>= CLASS_CACHE_FIRST). */
+BRISK_INLINE class_cache_t *heap_class_cache(heap_t *h, unsigned c) {
+  return &h->ccache[c - CLASS_CACHE_FIRST];
+}
+
+/* The page of a cached block: a class block, so in an ordinary segment. */
+BRISK_INLINE page_t *cached_block_page(const block_t *b) {
+  return page_of((segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK), (uintptr_t)b);
+}
+
 /* The next block of class c (>= CLASS_CACHE_FIRST) from h's cache, or NULL. */
 BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
-  class_cache_t *cc = &h->ccache[c - CLASS_CACHE_FIRST];
+  class_cache_t *cc = heap_class_cache(h, c);
   if (cc->count == 0) return NULL;
   block_t *b = cc->slot[--cc->count];
   b->link = 0; /* a handed-out block must not look free to free() */
-  /* a class block: in an ordinary segment, at its start */
-  page_of((segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK), (uintptr_t)b)->cached--;
+  cached_block_page(b)->cached--;
   return b;
 }
 
