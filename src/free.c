@@ -108,19 +108,24 @@ page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t *
   return pg;
 }
 
-/* A block of another thread's heap, checked to be a block start. Inlined
- * into free_slow's first branch: this is the whole cost of a free that
- * crosses threads, apart from the owner's drain. */
-BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
+BRISK_INLINE bool page_is_single_block(const page_t *pg) {
+  return (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0;
+}
+
+/* Every case of a free into another thread's heap that free_remote does not
+ * take itself: a segment without a heap, a thread without one, a slot that
+ * collects for another heap or generation, the block freed just before. */
+static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, block_t *b,
+                                                brisk_fn_t fn) {
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-  if (BRISK_UNLIKELY(dst == NULL)) {
+  if (dst == NULL) {
     report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
                  (void *)b);
     return;
   }
   uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
   heap_t *me = brisk_tls_heap;
-  if (BRISK_UNLIKELY(me->kind == HEAP_KIND_STATIC)) {
+  if (me->kind == HEAP_KIND_STATIC) {
     me = thread_heap_for_free();
     if (me == NULL) {
       heap_remote_free_direct(dst, gen, b);
@@ -128,15 +133,38 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
     }
   }
   outbox_slot_t *slot = heap_outbox_slot(me, dst);
+  bool current = slot->dst == dst && slot->generation == gen;
   /* The block freed last to this heap, in this life of the heap (a slot
    * of a destroyed heap may still name memory that is in use again). */
-  if (BRISK_UNLIKELY(slot->head == b) && slot->dst == dst && slot->generation == gen) {
+  if (current && slot->head == b) {
     report_error("%s(%p): double free (size class %zu)", fn_name(fn), (void *)b,
                  page_usable_size(pg));
     return;
   }
-  heap_remote_free(me, slot, dst, gen, b, (pg->flags & (PAGE_LARGE | PAGE_HUGE)) != 0);
+  if (!current) heap_outbox_retarget(slot, dst, gen);
+  heap_remote_free(me, slot, b, page_is_single_block(pg));
 }
+
+/* A block of another thread's heap, checked to be a block start. Inlined
+ * into free_slow's first branch: with the fast path's checks, this is the
+ * whole cost of a free that crosses threads, apart from the owner's drain.
+ * Every uncommon case is one call in tail position, so that the common one
+ * saves no registers. */
+BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
+  heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
+  heap_t *me = brisk_tls_heap;
+  outbox_slot_t *slot = heap_outbox_slot(me, dst);
+  if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || me->kind == HEAP_KIND_STATIC ||
+                     slot->head == b ||
+                     slot->generation !=
+                         (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT))) {
+    free_remote_uncommon(seg, pg, b, fn);
+    return;
+  }
+  heap_remote_free(me, slot, b, page_is_single_block(pg));
+}
+
+static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn);
 
 void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
@@ -155,6 +183,11 @@ void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {
       return;
     }
   }
+  free_checked(p, seg_found, fn);
+}
+
+/* Every check, with its report; seg_found is p's registry entry. */
+static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
   segment_t *seg;
   page_t *pg = block_check_in(seg_found, p, fn, &seg);
   if (pg == NULL) {

@@ -149,6 +149,12 @@ void heap_outbox_flush_slot(outbox_slot_t *slot) {
   if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
 }
 
+void heap_outbox_retarget(outbox_slot_t *slot, heap_t *dst, uint32_t gen) {
+  heap_outbox_flush_slot(slot);
+  slot->dst = dst;
+  slot->generation = gen;
+}
+
 void heap_flush_outbox(heap_t *h) {
   if (h->outbox_pending == 0) return;
   for (size_t i = 0; i < OUTBOX_SLOTS; i++) heap_outbox_flush_slot(&h->outbox[i]);

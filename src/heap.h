@@ -32,24 +32,23 @@ BRISK_INLINE outbox_slot_t *heap_outbox_slot(heap_t *me, const heap_t *dst) {
   return &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
 }
 
-/* A free from a thread that does not own the block's heap: the block joins
- * the batch of `slot` (heap_outbox_slot(me, dst)). gen is dst's generation
- * as read from its inbox; urgent (a large block) hands the batch over now. */
-BRISK_INLINE void heap_remote_free(heap_t *me, outbox_slot_t *slot, heap_t *dst, uint32_t gen,
-                                   block_t *b, bool urgent) {
-  if (BRISK_UNLIKELY(slot->dst != dst || slot->generation != gen)) {
-    /* A batch for a destroyed generation of dst is dropped at the push. */
-    heap_outbox_flush_slot(slot);
-    slot->dst = dst;
-    slot->generation = gen;
-  }
+/* A free from a thread that does not own the block's heap, once me's slot
+ * for the block's heap collects that heap's current generation
+ * (heap_outbox_retarget): the block joins the batch. urgent (a large
+ * block) hands the batch over now. */
+BRISK_INLINE void heap_remote_free(heap_t *me, outbox_slot_t *slot, block_t *b, bool urgent) {
   /* Already on a list of its page? Only the owner may look; tell it. */
   block_set_remote_next(b, slot->head, block_looks_free(b));
   slot->head = b;
-  if (slot->tail == NULL) slot->tail = b;
-  me->outbox_pending = 1;
-  if (BRISK_UNLIKELY(++slot->count >= OUTBOX_BATCH || urgent)) heap_outbox_flush_slot(slot);
+  if (slot->count++ == 0) {
+    slot->tail = b;
+    me->outbox_pending = 1;
+  }
+  if (BRISK_UNLIKELY(slot->count >= OUTBOX_BATCH || urgent)) heap_outbox_flush_slot(slot);
 }
+/* Point a slot at generation gen of dst, handing over the batch it held (a
+ * batch for a destroyed generation of its heap is dropped at the push). */
+BRISK_INTERNAL void heap_outbox_retarget(outbox_slot_t *slot, heap_t *dst, uint32_t gen);
 BRISK_INTERNAL void heap_flush_outbox(heap_t *h);
 BRISK_INTERNAL heap_t *heap_first(void);
 BRISK_INTERNAL void heap_list_lock(void);
