@@ -59,8 +59,11 @@ static inline void *heap_malloc_named(brisk_heap_t *heap, size_t size, const cha
     }
   }
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
-    block_t *b = page_pop(h->direct[(size + 15) >> 4]);
+    page_t *pg = h->direct[(size + 15) >> 4];
+    block_t *b = page_pop(pg);
     if (BRISK_LIKELY(b != NULL)) return b;
+    b = page_refill_pop(h, pg);
+    if (b != NULL) return b;
   }
   return heap_alloc(h, size);
 }

@@ -93,6 +93,7 @@ typedef struct heap_s {
   int32_t pages_pending;      /* page events not yet in the process counters */
   int32_t large_pending;
   uint32_t housekeeping_tick;
+  uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;

@@ -53,6 +53,26 @@ BRISK_INLINE bool page_holds_block_inline(const page_t *pg, const block_t *b) {
   uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
   return off < pg->area && page_block_index(pg, off) < pg->reserved;
 }
+/* The current page of a class ran dry: when the owner's frees wait on its
+ * local list, they become the allocation list and the first is popped,
+ * without the slow path's housekeeping, which every 8th refill still
+ * takes (so remote frees, outbox batches and purges wait 8 refills at
+ * most). A thread that allocates and frees one size in turn runs its page
+ * dry every 4096 / size allocations: this is most of its cost for sizes
+ * near DIRECT_MAX. NULL: take the slow path. The empty page's area is 0,
+ * so a heap that owns nothing is never written here. */
+BRISK_INLINE block_t *page_refill_pop(heap_t *h, page_t *pg) {
+  block_t *lf = pg->local_free;
+  /* Only a list that ended: a head outside the page is a broken link,
+   * which the slow path reports (page_collect). */
+  if (pg->free != page_list_end(pg) || !page_holds_block_inline(pg, lf) ||
+      (++h->refill_tick & 7) == 0)
+    return NULL;
+  pg->free = lf;
+  pg->local_free = page_list_end(pg);
+  return page_pop(pg);
+}
+
 /* Is b on the page's free or local_free list? (owner only; O(blocks)) */
 BRISK_INTERNAL bool page_lists_contain(const page_t *pg, const block_t *b);
 BRISK_INTERNAL void heap_retire_empty_heads(heap_t *h);

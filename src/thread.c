@@ -74,6 +74,10 @@ heap_t *thread_heap_init(void) {
 
 void *malloc_slow(size_t size) {
   heap_t *h = brisk_tls_heap;
+  if (BRISK_LIKELY(size <= DIRECT_MAX)) {
+    block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
+    if (b != NULL) return b;
+  }
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
     h = thread_heap_init();
     if (h == NULL) {

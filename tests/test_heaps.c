@@ -979,6 +979,62 @@ static double rr_round(brisk_heap_t *h, void **blocks, long n) {
   return in_use;
 }
 
+/* A thread that allocates and frees one size in turn refills its page
+ * from its own frees, mostly without the slow path (page_refill_pop); the
+ * slow path's housekeeping still runs every few refills, so the blocks
+ * that other threads freed come back to the heap while it runs. */
+typedef struct {
+  void **blocks;
+  long n;
+} refill_job_t;
+
+static void *refill_free_thread(void *arg) {
+  refill_job_t *job = arg;
+  for (long i = 0; i < job->n; i++) brisk_free(job->blocks[i]);
+  brisk_collect(); /* hand the batches over to the heap's inbox */
+  return NULL;
+}
+
+static void test_refill_housekeeping(void) {
+  section_begin("allocation and free in turn: other threads' frees still come back");
+  brisk_heap_t *h = brisk_heap_new();
+  if (!h) { FAIL("brisk_heap_new returned NULL"); section_end(); return; }
+  /* The 1 KiB page exists (its first allocation took the slow path) and
+   * holds freed blocks before the other thread's frees arrive. */
+  for (int i = 0; i < 8; i++) brisk_free(brisk_heap_malloc(h, 1024));
+  enum { N = 1000 };
+  static void *blocks[N];
+  for (long i = 0; i < N; i++) {
+    blocks[i] = brisk_heap_malloc(h, 64);
+    if (!blocks[i]) { FAIL("brisk_heap_malloc(h, 64) failed"); brisk_heap_destroy(h); section_end(); return; }
+  }
+  refill_job_t job = {blocks, N};
+  pthread_t t;
+  if (pthread_create(&t, NULL, refill_free_thread, &job) != 0) {
+    FAIL("pthread_create failed");
+    brisk_heap_destroy(h);
+    section_end();
+    return;
+  }
+  pthread_join(t, NULL);
+  double waiting = heap_stat(h, "blocks_in_use");
+  CHECK(waiting >= N, "blocks freed by another thread left the heap's count before its owner took "
+        "them: blocks_in_use %g with %d in its inbox", waiting, N);
+  /* 1 KiB: a refill hands out 4 blocks, so 256 turns are 64 refills. */
+  for (int i = 0; i < 256; i++) {
+    void *p = brisk_heap_malloc(h, 1024);
+    if (!p) { FAIL("brisk_heap_malloc(h, 1024) failed"); break; }
+    stamp(p, 1024, (uint64_t)i);
+    if (!stamp_ok(p, 1024, (uint64_t)i)) FAIL("block %p changed while in use", p);
+    brisk_free(p);
+  }
+  double after = heap_stat(h, "blocks_in_use");
+  CHECK(after == 0, "after 256 allocations and frees of 1 KiB, the %d blocks freed by another thread "
+        "had not come back: blocks_in_use %g", N, after);
+  brisk_heap_destroy(h);
+  section_end();
+}
+
 static void test_remote_after_reuse(void) {
   section_begin("remote frees reach a heap made after destroy");
   long n = scaled(20000, 5000);
@@ -1385,6 +1441,7 @@ int main(void) {
   test_cross_thread_free();
   test_destroy_pending();
   test_remote_after_reuse();
+  test_refill_housekeeping();
   test_destroy_releases();
   test_isolation();
   test_many_heaps();
