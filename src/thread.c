@@ -77,6 +77,11 @@ void *malloc_slow(size_t size) {
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
     block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
     if (b != NULL) return b;
+  } else if (size <= MEDIUM_MAX) {
+    /* Most allocations of these classes are served by the class cache
+     * (empty in a heap that owns nothing, and in the hardened build). */
+    block_t *b = class_cache_pop(h, size_to_class(size));
+    if (b != NULL) return b;
   }
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
     h = thread_heap_init();
