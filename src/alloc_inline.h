@@ -5,7 +5,7 @@
  * Expected cost (x86-64, gcc 12 -O3, to the ret): malloc(<= 1 KiB) 20
  * instructions, a local free 37 (the registry lookup, the exact block
  * index and the double-free test included); a malloc(32)/free pair with
- * its calling loop 68 under callgrind. bench/fastpath_counts.txt keeps the
+ * its calling loop 67 under callgrind. bench/fastpath_counts.txt keeps the
  * measured count and tests/test_fastpath_counts.sh fails if it grows.
  */
 #ifndef BRISK_ALLOC_INLINE_H
