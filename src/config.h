@@ -70,9 +70,9 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 /* The class cache: freed blocks of the classes above DIRECT_MAX (class
  * CLASS_CACHE_FIRST on) wait in their heap for the next allocation of their
  * class, at most CLASS_CACHE_SLOTS and CLASS_CACHE_BYTES per class (and
- * one at least). Those classes have 2..56 blocks per page, so without it
+ * one at least). Those classes have 2..60 blocks per page, so without it
  * most of their allocations and frees move a page between lists. */
-#define CLASS_CACHE_FIRST 33 /* 1152 B, the first class above DIRECT_MAX */
+#define CLASS_CACHE_FIRST 33 /* 1088 B, the first class above DIRECT_MAX */
 #define CLASS_CACHE_SLOTS 8
 #define CLASS_CACHE_BYTES ((size_t)64 * 1024)
 

@@ -10,7 +10,7 @@
  *   | queues[c]: pages of class c   |  head = current page (biased used)
  *   | full: pages with no free block|  notify_at = capacity - 1
  *   | segments, outbox[4]           |  owner thread only
- *   | ccache[48]: freed blocks of   |  classes above DIRECT_MAX: a stack
+ *   | ccache[52]: freed blocks of   |  classes above DIRECT_MAX: a stack
  *   |   each class, 1..8            |  of pointers per class
  *   +-------------------------------+  own cache line:
  *   | inbox (atomic)                |  remote frees pushed by any thread
