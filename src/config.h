@@ -76,6 +76,10 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define CLASS_CACHE_SLOTS 8
 #define CLASS_CACHE_BYTES ((size_t)64 * 1024)
 
+/* The OS page size brisk plans its layout around (x86-64, arm64 with 4 KiB
+ * pages); larger OS pages only make some of these choices less exact. */
+#define OS_PAGE_BYTES ((size_t)4096)
+
 /* Free blocks a page carves from fresh memory at a time (about a 4 KiB
  * page worth), so a new page touches only what it hands out. */
 #define PAGE_EXTEND_BYTES 4096

@@ -979,6 +979,33 @@ static double rr_round(brisk_heap_t *h, void **blocks, long n) {
   return in_use;
 }
 
+/* Classes whose last block would leave much of a 64 KiB page's last OS page
+ * unused (3328, 4160 and 5632 B) take two-slice pages: a page of them holds
+ * more blocks than 64 KiB can. */
+static void test_page_fit(void) {
+  section_begin("pages of the classes with a large tail");
+  static const size_t sizes[] = {3300, 4100, 5600};
+  enum { N = 620 };
+  static void *blocks[N];
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    brisk_heap_t *h = brisk_heap_new();
+    if (!h) { FAIL("brisk_heap_new returned NULL"); break; }
+    size_t usable = 0;
+    for (int i = 0; i < N; i++) {
+      blocks[i] = brisk_heap_malloc(h, sizes[k]);
+      if (!blocks[i]) { FAIL("brisk_heap_malloc(h, %zu) failed", sizes[k]); break; }
+      usable = brisk_usable_size(blocks[i]);
+    }
+    double pages = heap_stat(h, "pages");
+    double per_page = pages > 0 ? N / pages : 0;
+    CHECK(usable > 0 && per_page > (double)(65536 / usable) + 1,
+          "%d blocks of %zu B (class %zu) take %g pages: %.1f a page, a 64 KiB page holds %zu",
+          N, sizes[k], usable, pages, per_page, usable ? 65536 / usable : 0);
+    brisk_heap_destroy(h);
+  }
+  section_end();
+}
+
 /* A thread that allocates and frees one size in turn refills its page
  * from its own frees, mostly without the slow path (page_refill_pop); the
  * slow path's housekeeping still runs every few refills, so the blocks
@@ -1449,6 +1476,7 @@ int main(void) {
   test_destroy_pending();
   test_remote_after_reuse();
   test_refill_housekeeping();
+  test_page_fit();
   test_destroy_releases();
   test_isolation();
   test_many_heaps();
