@@ -74,7 +74,7 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * most of their allocations and frees move a page between lists. */
 #define CLASS_CACHE_FIRST 33 /* 1088 B, the first class above DIRECT_MAX */
 #define CLASS_CACHE_SLOTS 8
-#define CLASS_CACHE_BYTES ((size_t)64 * 1024)
+#define CLASS_CACHE_BYTES ((size_t)256 * 1024)
 
 /* The OS page size brisk plans its layout around (x86-64, arm64 with 4 KiB
  * pages); larger OS pages only make some of these choices less exact. */
