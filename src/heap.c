@@ -352,6 +352,12 @@ static void *alloc_class(heap_t *h, unsigned c) {
   return page_pop(pg);
 }
 
+void *heap_alloc_class(heap_t *h, unsigned c) {
+  void *p = alloc_class(h, c);
+  if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
 void *heap_alloc(heap_t *h, size_t size) {
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));

@@ -29,23 +29,21 @@
 extern const uint32_t brisk_class_size[CLASS_COUNT] BRISK_INTERNAL;
 
 /* n <= MEDIUM_MAX */
-/* The powers of two followed by a header class, and its width. */
-#define HEADER_CLASS_FIRST_SHIFT 10
-#define HEADER_CLASS_LAST_SHIFT 13
-#define HEADER_CLASS_BYTES 64
+/* For 2^b <= n - 1 < 2^(b+1), b = 7..15: the class of 2^b, or of its
+ * header class when it has one; and the smallest n - 1 past that class
+ * (2^b + 64 where there is a header class, else 2^b: always past). */
+static const uint8_t class_after_pow2[16] = {0, 0, 0, 0, 0, 0, 0, 8, 16, 24, 33, 42, 51, 60, 68, 76};
+static const uint32_t past_pow2_class[16] = {
+    0, 0, 0, 0, 0, 0, 0, 1u << 7, 1u << 8, 1u << 9,
+    (1u << 10) + 64, (1u << 11) + 64, (1u << 12) + 64, (1u << 13) + 64, 1u << 14, 1u << 15};
 
 BRISK_INLINE unsigned size_to_class(size_t n) {
   if (n <= 128) return n == 0 ? 1 : (unsigned)((n + 15) >> 4);
-  /* 2^b < n <= 2^(b+1); over = n - 1 - 2^b */
-  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));
-  size_t over = (n - 1) - ((size_t)1 << b);
-  unsigned c = 8 + (b - 7) * 8 + (unsigned)(over >> (b - 3)) + 1;
-  /* Past the header classes below 2^b, and past or on the one of 2^b. */
-  if (b > HEADER_CLASS_LAST_SHIFT)
-    c += HEADER_CLASS_LAST_SHIFT - HEADER_CLASS_FIRST_SHIFT + 1;
-  else if (b >= HEADER_CLASS_FIRST_SHIFT)
-    c += b - HEADER_CLASS_FIRST_SHIFT + (over >= HEADER_CLASS_BYTES);
-  return c;
+  /* x = n - 1 = 2^b + over; eight steps of 2^(b-3) per doubling, and a
+   * header class covers less than one step, so it only splits the first. */
+  size_t x = n - 1;
+  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)x);
+  return class_after_pow2[b] + (unsigned)((x >> (b - 3)) & 7) + (x >= past_pow2_class[b]);
 }
 
 BRISK_INLINE size_t class_size(unsigned c) { return brisk_class_size[c]; }

@@ -80,8 +80,10 @@ void *malloc_slow(size_t size) {
   } else if (size <= MEDIUM_MAX) {
     /* Most allocations of these classes are served by the class cache
      * (empty in a heap that owns nothing, and in the hardened build). */
-    block_t *b = class_cache_pop(h, size_to_class(size));
+    unsigned c = size_to_class(size);
+    block_t *b = class_cache_pop(h, c);
     if (b != NULL) return b;
+    if (BRISK_LIKELY(h->kind != HEAP_KIND_STATIC)) return heap_alloc_class(h, c);
   }
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
     h = thread_heap_init();
