@@ -209,8 +209,7 @@ static enum collect_result page_collect(page_t *pg) {
       page_report_broken(pg, pg->local_free);
       return PAGE_IS_BROKEN;
     }
-    pg->free = pg->local_free;
-    pg->local_free = end;
+    page_take_local_free(pg);
     return PAGE_HAS_BLOCKS;
   }
   if (pg->reserved < pg->capacity) {

@@ -53,6 +53,12 @@ BRISK_INLINE bool page_holds_block_inline(const page_t *pg, const block_t *b) {
   uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;
   return off < pg->area && page_block_index(pg, off) < pg->reserved;
 }
+/* The owner's frees on pg's local list become its allocation list. */
+BRISK_INLINE void page_take_local_free(page_t *pg) {
+  pg->free = pg->local_free;
+  pg->local_free = page_list_end(pg);
+}
+
 /* The current page of a class ran dry: when the owner's frees wait on its
  * local list, they become the allocation list and the first is popped,
  * without the slow path's housekeeping, which every 8th refill still
@@ -68,8 +74,7 @@ BRISK_INLINE block_t *page_refill_pop(heap_t *h, page_t *pg) {
   if (pg->free != page_list_end(pg) || !page_holds_block_inline(pg, lf) ||
       (++h->refill_tick & 7) == 0)
     return NULL;
-  pg->free = lf;
-  pg->local_free = page_list_end(pg);
+  page_take_local_free(pg);
   return page_pop(pg);
 }
 

@@ -1,5 +1,7 @@
 #include "size_class.h"
 
+/* size_class.h's class_after_pow2 and past_pow2_class index this table:
+ * they change with it (test_api checks every size up to 64 KiB). */
 const uint32_t brisk_class_size[CLASS_COUNT] = {
   0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240,
   256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 832, 896,

@@ -28,7 +28,6 @@
 
 extern const uint32_t brisk_class_size[CLASS_COUNT] BRISK_INTERNAL;
 
-/* n <= MEDIUM_MAX */
 /* For 2^b <= n - 1 < 2^(b+1), b = 7..15: the class of 2^b, or of its
  * header class when it has one; and the smallest n - 1 past that class
  * (2^b + 64 where there is a header class, else 2^b: always past). */
@@ -37,6 +36,7 @@ static const uint32_t past_pow2_class[16] = {
     0, 0, 0, 0, 0, 0, 0, 1u << 7, 1u << 8, 1u << 9,
     (1u << 10) + 64, (1u << 11) + 64, (1u << 12) + 64, (1u << 13) + 64, 1u << 14, 1u << 15};
 
+/* n <= MEDIUM_MAX */
 BRISK_INLINE unsigned size_to_class(size_t n) {
   if (n <= 128) return n == 0 ? 1 : (unsigned)((n + 15) >> 4);
   /* x = n - 1 = 2^b + over; eight steps of 2^(b-3) per doubling, and a

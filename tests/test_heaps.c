@@ -1010,18 +1010,6 @@ static void test_page_fit(void) {
  * from its own frees, mostly without the slow path (page_refill_pop); the
  * slow path's housekeeping still runs every few refills, so the blocks
  * that other threads freed come back to the heap while it runs. */
-typedef struct {
-  void **blocks;
-  long n;
-} refill_job_t;
-
-static void *refill_free_thread(void *arg) {
-  refill_job_t *job = arg;
-  for (long i = 0; i < job->n; i++) brisk_free(job->blocks[i]);
-  brisk_collect(); /* hand the batches over to the heap's inbox */
-  return NULL;
-}
-
 static void test_refill_housekeeping(void) {
   section_begin("allocation and free in turn: other threads' frees still come back");
   brisk_heap_t *h = brisk_heap_new();
@@ -1035,9 +1023,9 @@ static void test_refill_housekeeping(void) {
     blocks[i] = brisk_heap_malloc(h, 64);
     if (!blocks[i]) { FAIL("brisk_heap_malloc(h, 64) failed"); brisk_heap_destroy(h); section_end(); return; }
   }
-  refill_job_t job = {blocks, N};
+  free_all_job_t job = {blocks, N};
   pthread_t t;
-  if (pthread_create(&t, NULL, refill_free_thread, &job) != 0) {
+  if (pthread_create(&t, NULL, free_all_thread, &job) != 0) {
     FAIL("pthread_create failed");
     brisk_heap_destroy(h);
     section_end();
