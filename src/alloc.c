@@ -57,7 +57,7 @@ bool alloc_owns(const void *p) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup(a);
   if (seg == NULL) return false;
-  if (a - (uintptr_t)seg >= seg->mapped_size) return false;
+  if (a - (uintptr_t)seg >= field_load_relaxed(&seg->mapped_size)) return false;
   page_t *pg = page_of(seg, a);
   if (!(pg->flags & PAGE_IN_USE)) return false;
   uintptr_t start = (uintptr_t)pg->start;

@@ -22,4 +22,9 @@
 #define atomic_bump_single_writer(p, v) \
   atomic_store_relaxed((p), atomic_load_relaxed(p) + (v))
 
+/* A plain field written under a lock and read without it (where any value
+ * it held is a right answer): relaxed accesses, free of data races. */
+#define field_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define field_store_relaxed(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
 #endif

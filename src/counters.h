@@ -16,6 +16,7 @@
   X(mapped_bytes, LEVEL, "bytes mapped from the OS")                          \
   X(segments, LEVEL, "4 MiB segments mapped")                                 \
   X(huge_bytes, LEVEL, "bytes in huge blocks")                                \
+  X(huge_retained, LEVEL, "bytes of huge mappings kept for reuse")            \
   X(pages, LEVEL, "pages in use")                                             \
   X(heaps, LEVEL, "heaps alive (threads and first-class)")                    \
   X(mmap_calls, COUNT, "mmap calls")                                          \

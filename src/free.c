@@ -62,7 +62,7 @@ page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t *
                    fn_name(fn), p);
     return NULL;
   }
-  if (seg->kind == SEGMENT_HUGE && a - (uintptr_t)seg >= seg->mapped_size) {
+  if (seg->kind == SEGMENT_HUGE && a - (uintptr_t)seg >= field_load_relaxed(&seg->mapped_size)) {
     /* Past the end of a huge mapping, in the rest of its last 4 MiB. */
     *seg_out = NULL;
     return NULL;

@@ -52,7 +52,9 @@ static _Atomic(size_t) pool_count; /* read without the lock as a hint */
 static segment_t *huge_cache_first;
 static size_t huge_cache_bytes;
 static _Atomic(size_t) huge_cache_count; /* read without the lock as a hint */
+static _Atomic(size_t) huge_tail_count; /* blocks with a tail; a hint, as above */
 static void huge_cache_expire_locked(uint64_t now, bool force, segment_t **out);
+static void huge_tails_expire_locked(uint64_t now, bool force);
 static void huge_unmap_list(segment_t *list);
 
 void segment_pool_lock(void) { lock_acquire(&pool_lock); }
@@ -121,13 +123,14 @@ static void pool_maintain_locked(uint64_t now, bool force) {
 
 void segment_pool_maintain(bool force) {
   if (atomic_load_relaxed(&pool_count) == 0 && atomic_load_relaxed(&huge_cache_count) == 0 &&
-      !force)
+      atomic_load_relaxed(&huge_tail_count) == 0 && !force)
     return;
   uint64_t now = os_now_ms();
   segment_t *expired = NULL;
   lock_acquire(&pool_lock);
   pool_maintain_locked(now, force);
   huge_cache_expire_locked(now, force, &expired);
+  huge_tails_expire_locked(now, force);
   lock_release(&pool_lock);
   huge_unmap_list(expired);
 }
@@ -496,27 +499,108 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
  * Huge blocks. The header occupies the first slice; the block starts at
  * the first multiple of the alignment past it.
  *
- * The huge cache. Mapping a huge block costs a page fault per 4 KiB when it
- * is first written, and its unmap a TLB shootdown: a program that frees one
- * and allocates the next pays both every time. Freed mappings (at most
- * HUGE_CACHE_SLOTS, HUGE_CACHE_MAX bytes in all; default build only) wait
- * for the purge delay. A new huge block takes the smallest one that fits
- * and unmaps the surplus beyond its end; if none fits, the largest is grown
- * in place (mremap without moving), and if that fails the cached ones are
- * unmapped before a new mapping is made. So the cache never holds memory
- * beside a fresh mapping: peak RSS is that of the live blocks. Cached
- * memory is not a block: the registry names it returned (or destroyed),
- * so a late free of the old block is reported as before.
+ * Retained huge memory. Mapping a huge block costs a page fault per 4 KiB
+ * when it is first written, and its unmap a TLB shootdown: a program that
+ * frees one and allocates the next pays both every time. So brisk keeps
+ * two kinds of huge memory resident for the next block, at most
+ * HUGE_RETAIN_MAX bytes in all, each for at most the purge delay (default
+ * build only):
+ *  - the cache: freed mappings, at most HUGE_CACHE_SLOTS of them;
+ *  - tails: a block taken from a larger cached mapping keeps the rest of
+ *    it resident behind its end. When the block is freed, block and tail
+ *    go back to the cache as the one mapping they are, so the next block
+ *    of any size up to the whole mapping faults nothing; realloc grows
+ *    into a tail with no system call.
+ * A new huge block takes the smallest cached mapping that fits; if none
+ * fits, the largest is grown in place (mremap without moving), and if that
+ * fails the cached ones are unmapped before a new mapping is made, so the
+ * cache never holds memory beside a fresh mapping. Cached memory is no
+ * block: the registry names it returned (or destroyed), so a late free of
+ * the old block is reported as before. A pointer into a tail lies past its
+ * block's end and is reported like any other.
  * ------------------------------------------------------------------------- */
 #define HUGE_CACHE_SLOTS 4
-#define HUGE_CACHE_MAX ((size_t)64 << 20)
+#define HUGE_RETAIN_MAX ((size_t)128 << 20)
+
+/* Huge blocks with a tail, newest first (tail_next/tail_prev); under
+ * pool_lock. */
+static segment_t *huge_tail_first;
+static size_t huge_tail_bytes;
+
+static bool huge_retain_allowed(size_t offset) {
+  return !BRISK_HARDENED && offset == SLICE_SIZE && purge_delay() != 0;
+}
+
+static size_t huge_retained_locked(void) { return huge_cache_bytes + huge_tail_bytes; }
 
 static void huge_cache_unlink_locked(segment_t *seg) {
   if (seg->prev) seg->prev->next = seg->next;
   else huge_cache_first = seg->next;
   if (seg->next) seg->next->prev = seg->prev;
   huge_cache_bytes -= seg->mapped_size;
+  STAT_LEVEL(huge_retained, -(int64_t)seg->mapped_size);
   atomic_sub_relaxed(&huge_cache_count, 1);
+}
+
+static void huge_tail_link_locked(segment_t *seg, size_t bytes, uint64_t now) {
+  seg->tail_bytes = bytes;
+  seg->tail_since_ms = now;
+  seg->tail_prev = NULL;
+  seg->tail_next = huge_tail_first;
+  if (huge_tail_first) huge_tail_first->tail_prev = seg;
+  huge_tail_first = seg;
+  huge_tail_bytes += bytes;
+  STAT_LEVEL(huge_retained, (int64_t)bytes);
+  atomic_add_relaxed(&huge_tail_count, 1);
+}
+
+/* The tail stays mapped: it is part of the block's mapping again. */
+static void huge_tail_unlink_locked(segment_t *seg) {
+  if (seg->tail_prev) seg->tail_prev->tail_next = seg->tail_next;
+  else huge_tail_first = seg->tail_next;
+  if (seg->tail_next) seg->tail_next->tail_prev = seg->tail_prev;
+  huge_tail_bytes -= seg->tail_bytes;
+  STAT_LEVEL(huge_retained, -(int64_t)seg->tail_bytes);
+  seg->tail_bytes = 0;
+  atomic_sub_relaxed(&huge_tail_count, 1);
+}
+
+/* Shrink a huge mapping in place to `keep` bytes. The registry entries of
+ * what stays mapped are never touched (the block's owner may be freeing
+ * it); those of what goes are changed before the unmap, as any new
+ * mapping there registers itself after it. */
+static bool huge_shrink(segment_t *seg, size_t keep) {
+  size_t old = seg->mapped_size;
+  uintptr_t end = (uintptr_t)seg + old;
+  uintptr_t gone = ((uintptr_t)seg + keep + SEGMENT_SIZE - 1) & ~(uintptr_t)SEGMENT_MASK;
+  if (gone < end)
+    registry_set(gone, end - gone, seg->destroyed ? &brisk_segment_destroyed : &brisk_segment_returned);
+  if (os_remap_in_place(seg, old, keep) != 0) {
+    if (gone < end) registry_set(gone, end - gone, seg);
+    return false;
+  }
+  STAT_LEVEL(mapped_bytes, (int64_t)keep - (int64_t)old);
+  field_store_relaxed(&seg->mapped_size, keep); /* read unlocked by free's checks */
+  return true;
+}
+
+/* Give back the tails older than the delay (all when forced). Done under
+ * the lock, so that the block's free or realloc never sees a trim half
+ * done; a tail is trimmed once, at most once per delay. If the shrink
+ * fails, the tail stays with its block until the block is freed. */
+static void huge_tails_expire_locked(uint64_t now, bool force) {
+  uint64_t delay = purge_delay();
+  segment_t *seg = huge_tail_first;
+  while (seg) {
+    segment_t *next = seg->tail_next;
+    if (force || now >= seg->tail_since_ms + delay) {
+      size_t old = seg->mapped_size;
+      size_t keep = old - seg->tail_bytes;
+      huge_tail_unlink_locked(seg);
+      if (huge_shrink(seg, keep)) STAT_LEVEL(huge_bytes, (int64_t)keep - (int64_t)old);
+    }
+    seg = next;
+  }
 }
 
 /* Move expired entries (all when forced) to *out, linked by next. */
@@ -534,6 +618,20 @@ static void huge_cache_expire_locked(uint64_t now, bool force, segment_t **out) 
   }
 }
 
+/* Unmap the oldest cached mappings (to *out) until `bytes` more fit in
+ * the budget; false if they do not even with the cache empty. */
+static bool huge_make_room_locked(size_t bytes, size_t slots, segment_t **out) {
+  while (huge_cache_first && (atomic_load_relaxed(&huge_cache_count) > slots ||
+                              huge_retained_locked() + bytes > HUGE_RETAIN_MAX)) {
+    segment_t *oldest = huge_cache_first;
+    while (oldest->next) oldest = oldest->next;
+    huge_cache_unlink_locked(oldest);
+    oldest->next = *out;
+    *out = oldest;
+  }
+  return huge_retained_locked() + bytes <= HUGE_RETAIN_MAX;
+}
+
 static void huge_unmap_list(segment_t *list) {
   while (list) {
     segment_t *next = list->next;
@@ -542,38 +640,49 @@ static void huge_unmap_list(segment_t *list) {
   }
 }
 
-/* Take a cached mapping for `mapped` bytes, trimmed or grown to exactly
- * that size; NULL if none serves (the cache is then emptied). */
-static segment_t *huge_cache_take(size_t mapped) {
+/* Take a cached mapping for a block of `need` bytes; NULL if none serves
+ * (the cache is then emptied). The mapping is at least `need` bytes: the
+ * rest stays resident as the block's tail when the budget has room for
+ * it (*tail), and is unmapped otherwise. */
+static segment_t *huge_cache_take(size_t need, size_t *tail) {
+  *tail = 0;
   if (atomic_load_relaxed(&huge_cache_count) == 0) return NULL;
   segment_t *fit = NULL, *largest = NULL, *drop = NULL;
   lock_acquire(&pool_lock);
   for (segment_t *seg = huge_cache_first; seg; seg = seg->next) {
-    if (seg->mapped_size >= mapped && (!fit || seg->mapped_size < fit->mapped_size)) fit = seg;
+    if (seg->mapped_size >= need && (!fit || seg->mapped_size < fit->mapped_size)) fit = seg;
     if (!largest || seg->mapped_size > largest->mapped_size) largest = seg;
   }
   segment_t *take = fit ? fit : largest;
   if (take) huge_cache_unlink_locked(take);
   if (!fit) huge_cache_expire_locked(0, true, &drop);
+  else if (take->mapped_size > need && huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
+    /* Counted as a tail from now; huge_alloc links it once the header is
+     * written. */
+    *tail = take->mapped_size - need;
+    huge_tail_bytes += *tail;
+    STAT_LEVEL(huge_retained, (int64_t)*tail);
+  }
   lock_release(&pool_lock);
   huge_unmap_list(drop);
   if (take == NULL) return NULL;
   size_t old = take->mapped_size;
-  if (old != mapped && os_remap_in_place(take, old, mapped) != 0) {
-    segment_unmap(take);
-    return NULL;
+  if (*tail == 0 && old != need) {
+    bool ok = old > need ? huge_shrink(take, need) : os_remap_in_place(take, old, need) == 0;
+    if (!ok) {
+      segment_unmap(take);
+      return NULL;
+    }
+    if (old < need) STAT_LEVEL(mapped_bytes, (int64_t)need - (int64_t)old);
+    take->mapped_size = need;
   }
-  STAT_LEVEL(mapped_bytes, (int64_t)mapped - (int64_t)old);
-  take->mapped_size = mapped;
   return take;
 }
 
 /* Keep a freed mapping in the cache; false if it must be unmapped. */
 static bool huge_cache_put(segment_t *seg) {
   size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
-  if (BRISK_HARDENED || offset != SLICE_SIZE || seg->mapped_size > HUGE_CACHE_MAX ||
-      purge_delay() == 0)
-    return false;
+  if (!huge_retain_allowed(offset) || seg->mapped_size > HUGE_RETAIN_MAX) return false;
   registry_set((uintptr_t)seg, seg->mapped_size,
                seg->destroyed ? &brisk_segment_destroyed : &brisk_segment_returned);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
@@ -583,24 +692,21 @@ static bool huge_cache_put(segment_t *seg) {
   segment_t *drop = NULL;
   lock_acquire(&pool_lock);
   huge_cache_expire_locked(now, false, &drop);
+  huge_tails_expire_locked(now, false);
   /* Make room: the oldest go first. */
-  while (huge_cache_first && (atomic_load_relaxed(&huge_cache_count) >= HUGE_CACHE_SLOTS ||
-                              huge_cache_bytes + seg->mapped_size > HUGE_CACHE_MAX)) {
-    segment_t *oldest = huge_cache_first;
-    while (oldest->next) oldest = oldest->next;
-    huge_cache_unlink_locked(oldest);
-    oldest->next = drop;
-    drop = oldest;
+  bool kept = huge_make_room_locked(seg->mapped_size, HUGE_CACHE_SLOTS - 1, &drop);
+  if (kept) {
+    seg->prev = NULL;
+    seg->next = huge_cache_first;
+    if (huge_cache_first) huge_cache_first->prev = seg;
+    huge_cache_first = seg;
+    huge_cache_bytes += seg->mapped_size;
+    STAT_LEVEL(huge_retained, (int64_t)seg->mapped_size);
+    atomic_add_relaxed(&huge_cache_count, 1);
   }
-  seg->prev = NULL;
-  seg->next = huge_cache_first;
-  if (huge_cache_first) huge_cache_first->prev = seg;
-  huge_cache_first = seg;
-  huge_cache_bytes += seg->mapped_size;
-  atomic_add_relaxed(&huge_cache_count, 1);
   lock_release(&pool_lock);
   huge_unmap_list(drop);
-  return true;
+  return kept;
 }
 
 page_t *huge_alloc(size_t size, size_t alignment) {
@@ -612,9 +718,10 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
   mapped += guard;
   segment_t *seg = NULL;
+  size_t tail = 0;
   bool zero = true;
-  if (offset == SLICE_SIZE && !BRISK_HARDENED && mapped <= HUGE_CACHE_MAX) {
-    seg = huge_cache_take(mapped);
+  if (huge_retain_allowed(offset) && mapped <= HUGE_RETAIN_MAX) {
+    seg = huge_cache_take(mapped, &tail);
     zero = seg == NULL;
   }
   if (seg == NULL) {
@@ -623,9 +730,10 @@ page_t *huge_alloc(size_t size, size_t alignment) {
     if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
     seg = p;
   }
-  segment_init_header(seg, mapped, SEGMENT_HUGE);
+  segment_init_header(seg, mapped + tail, SEGMENT_HUGE);
   seg->destroyed = 0;
   seg->free_slices = 0;
+  seg->tail_bytes = 0;
   page_t *pg = &seg->pages[0];
   memset(pg, 0, sizeof(*pg));
   pg->start = (uint8_t *)seg + offset;
@@ -641,13 +749,31 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   atomic_store_relaxed(&seg->owner_tid, 0);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   STAT_COUNT(huge_allocs, 1);
-  STAT_LEVEL(huge_bytes, (int64_t)mapped);
-  registry_set((uintptr_t)seg, mapped, seg);
+  STAT_LEVEL(huge_bytes, (int64_t)(mapped + tail));
+  registry_set((uintptr_t)seg, mapped + tail, seg);
+  if (tail) {
+    lock_acquire(&pool_lock);
+    huge_tail_bytes -= tail; /* counted since huge_cache_take */
+    STAT_LEVEL(huge_retained, -(int64_t)tail);
+    huge_tail_link_locked(seg, tail, os_now_ms());
+    lock_release(&pool_lock);
+  }
   return pg;
+}
+
+/* Detach a block's tail; afterwards the whole mapping is the block's.
+ * Always under the lock, even with no tail listed: another thread may be
+ * trimming this block's tail right now (huge_tails_expire_locked), and
+ * the lock is what orders its new mapped_size before our reads. */
+static void huge_tail_detach(segment_t *seg) {
+  lock_acquire(&pool_lock);
+  if (seg->tail_bytes) huge_tail_unlink_locked(seg);
+  lock_release(&pool_lock);
 }
 
 void huge_free(page_t *pg) {
   segment_t *seg = segment_of_page(pg);
+  huge_tail_detach(seg);
   STAT_LEVEL(huge_bytes, -(int64_t)seg->mapped_size);
   if (!huge_cache_put(seg)) segment_unmap(seg);
 }
@@ -657,21 +783,32 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
   size_t offset = (size_t)(pg->start - (uint8_t *)seg);
   size_t page = 4096;
   if (new_size > SIZE_MAX - offset - page) return false;
-  size_t mapped = (offset + new_size + page - 1) & ~(page - 1);
-  if (mapped == seg->mapped_size) return true;
-  if (mapped < seg->mapped_size) {
-    /* Shrink: keep the registry entries of what stays mapped. */
-    size_t old = seg->mapped_size;
-    if (os_remap_in_place(seg, old, mapped) != 0) return false;
-    registry_set((uintptr_t)seg, old, &brisk_segment_returned);
-    registry_set((uintptr_t)seg, mapped, seg);
-  } else {
-    if (os_remap_in_place(seg, seg->mapped_size, mapped) != 0) return false;
-    registry_set((uintptr_t)seg, mapped, seg);
+  size_t need = (offset + new_size + page - 1) & ~(page - 1);
+  huge_tail_detach(seg);
+  size_t old = seg->mapped_size;
+  if (need < old && huge_retain_allowed(offset)) {
+    /* Keep the rest as the tail if the budget has room: growing back into
+     * it costs nothing. */
+    segment_t *drop = NULL;
+    lock_acquire(&pool_lock);
+    bool keep = huge_make_room_locked(old - need, HUGE_CACHE_SLOTS, &drop);
+    if (keep) huge_tail_link_locked(seg, old - need, os_now_ms());
+    lock_release(&pool_lock);
+    huge_unmap_list(drop);
+    if (keep) {
+      pg->span_bytes = need - offset;
+      return true;
+    }
   }
-  STAT_LEVEL(huge_bytes, (int64_t)mapped - (int64_t)seg->mapped_size);
-  STAT_LEVEL(mapped_bytes, (int64_t)mapped - (int64_t)seg->mapped_size);
-  seg->mapped_size = mapped;
-  pg->span_bytes = mapped - offset;
+  if (need < old) {
+    if (!huge_shrink(seg, need)) return false;
+  } else if (need > old) {
+    if (os_remap_in_place(seg, old, need) != 0) return false;
+    registry_set((uintptr_t)seg, need, seg);
+    STAT_LEVEL(mapped_bytes, (int64_t)need - (int64_t)old);
+    field_store_relaxed(&seg->mapped_size, need);
+  }
+  STAT_LEVEL(huge_bytes, (int64_t)seg->mapped_size - (int64_t)old);
+  pg->span_bytes = need - offset;
   return true;
 }

@@ -140,6 +140,12 @@ typedef struct segment_s {
   uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
   struct segment_s *next;             /* in its heap's set, or in the pool */
   struct segment_s *prev;
+  /* Huge blocks, under pool_lock: the resident rest of the mapping past
+   * the block (its tail) and the list of blocks that have one. */
+  size_t tail_bytes;
+  uint64_t tail_since_ms;
+  struct segment_s *tail_next;
+  struct segment_s *tail_prev;
   _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];
 } segment_t;
 

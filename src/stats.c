@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "options.h"
 #include "platform.h"
 #include "report.h"
 
@@ -20,6 +21,9 @@ size_t stats_json(char *buf, size_t len) {
     pos += n_;                                                        \
   } while (0)
   APPEND("{\"version\":\"%d.%d.%d\"", 0, 1, 0);
+  /* What the figures depend on: the build and the purge delay in force. */
+  APPEND(",\"hardened\":%d,\"purge_delay_ms\":%lld", BRISK_HARDENED ? 1 : 0,
+         (long long)brisk_options.purge_delay_ms);
 #define JSON_COUNT(name) APPEND(",\"" #name "\":%lld", LOAD(name));
 #define JSON_LEVEL(name) JSON_COUNT(name) JSON_COUNT(name##_peak)
 #define JSON_FIELD(name, kind, desc) JSON_##kind(name)

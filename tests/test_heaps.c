@@ -36,7 +36,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1093,6 +1095,217 @@ static void test_remote_after_reuse(void) {
 }
 
 /* ------------------------------------------------------------------ */
+/* huge memory kept for reuse                                           */
+
+/* A freed huge mapping serves the next huge block of any size up to its
+ * own: a smaller block keeps the rest resident as its tail, realloc grows
+ * into the tail without a system call, and the block's free returns block
+ * and tail as one mapping. What is kept never exceeds 128 MiB and goes
+ * back to the OS after the purge delay (or at once on brisk_collect). */
+static void test_huge_tails(void) {
+  section_begin("huge memory kept for reuse (cache and tails)");
+  const size_t mib = (size_t)1 << 20;
+  const double budget = 128.0 * mib;
+  brisk_collect();
+  CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
+  bool retains = proc_stat("hardened") == 0 && proc_stat("purge_delay_ms") > 0;
+  double delay_ms = proc_stat("purge_delay_ms");
+  double huge0 = proc_stat("huge_bytes");
+  unsigned char *a = brisk_malloc(24 * mib);
+  if (!a) { FAIL("brisk_malloc(24 MiB) failed"); section_end(); return; }
+  memset(a, 0xA1, 24 * mib);
+  brisk_free(a);
+  double kept = proc_stat("huge_retained");
+  if (!retains) {
+    /* The hardened build (guard pages) and a purge delay of 0 keep nothing. */
+    CHECK(kept == 0, "huge_retained %g with retention off", kept);
+    section_end();
+    return;
+  }
+  CHECK(kept >= 24.0 * mib && kept < 25.0 * mib, "huge_retained %g after freeing a 24 MiB block", kept);
+  double mapped = proc_stat("mapped_bytes");
+  unsigned char *b = brisk_malloc(6 * mib);
+  CHECK(b == a, "a 6 MiB block did not take the freed 24 MiB mapping (%p, freed %p)", (void *)b, (void *)a);
+  if (b != a) { brisk_free(b); section_end(); return; }
+  CHECK(proc_stat("mapped_bytes") == mapped, "mapped_bytes %g, %g before: the 6 MiB block's tail was not kept",
+        proc_stat("mapped_bytes"), mapped);
+  /* The tail: the mapping less the block and its header (one slice). */
+  double tail = proc_stat("huge_retained");
+  CHECK(tail <= kept - 6.0 * mib && tail >= kept - 6.0 * mib - 256 * 1024,
+        "huge_retained %g with an 18 MiB tail (%g before)", tail, kept);
+  size_t u = brisk_usable_size(b);
+  CHECK(u >= 6 * mib && u < 6 * mib + 4096, "usable size %zu of a 6 MiB block with a tail", u);
+  CHECK(!brisk_owns(b + 10 * mib), "brisk_owns says a pointer into the tail (past the block) is a block");
+  memset(b, 0x5B, 6 * mib);
+  /* Grow into the tail: same address, nothing mapped. */
+  unsigned char *c = brisk_realloc(b, 20 * mib);
+  CHECK(c == b, "realloc to 20 MiB moved the block (%p -> %p) with 24 MiB mapped", (void *)b, (void *)c);
+  if (!c) { FAIL("brisk_realloc(20 MiB) failed"); brisk_free(b); section_end(); return; }
+  CHECK(proc_stat("mapped_bytes") == mapped, "realloc into the tail mapped memory: mapped_bytes %g, %g before",
+        proc_stat("mapped_bytes"), mapped);
+  bool intact = true;
+  for (size_t i = 0; i < 6 * mib; i += 4093) intact &= c[i] == 0x5B;
+  CHECK(intact, "realloc into the tail changed the block's first 6 MiB");
+  memset(c, 0x6C, 20 * mib);
+  double huge1 = proc_stat("huge_bytes");
+  CHECK(huge1 >= huge0 + 24.0 * mib, "huge_bytes %g with a 20 MiB block in a 24 MiB mapping (%g before)", huge1, huge0);
+  CHECK(brisk_usable_size(c) >= 20 * mib, "usable size %zu after realloc to 20 MiB", brisk_usable_size(c));
+  /* After the delay, the next huge free gives the tail back; the block
+   * stays as it is. */
+  struct timespec ts = {0, (long)(2 * delay_ms + 20) * 1000000L};
+  while (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  nanosleep(&ts, NULL);
+  void *d = brisk_malloc(3 * mib);
+  CHECK(d != NULL, "brisk_malloc(3 MiB) failed");
+  brisk_free(d);
+  double huge2 = proc_stat("huge_bytes");
+  CHECK(huge2 >= huge0 + 20.0 * mib && huge2 < huge0 + 21.0 * mib,
+        "huge_bytes %g after the delay, %g with no huge block and %g with the 20 MiB block and its 4 MiB tail: "
+        "the tail was not returned", huge2, huge0, huge1);
+  intact = true;
+  for (size_t i = 0; i < 20 * mib; i += 4093) intact &= c[i] == 0x6C;
+  CHECK(intact, "the block changed when its tail was returned");
+  brisk_free(c);
+  /* The budget: three freed 60 MiB blocks, never more than 128 MiB kept. */
+  void *big[3];
+  for (int i = 0; i < 3; i++) {
+    big[i] = brisk_malloc(60 * mib);
+    CHECK(big[i] != NULL, "brisk_malloc(60 MiB) failed");
+    if (big[i]) memset(big[i], i, 60 * mib);
+  }
+  for (int i = 0; i < 3; i++) {
+    brisk_free(big[i]);
+    CHECK(proc_stat("huge_retained") <= budget, "huge_retained %g after %d frees of 60 MiB blocks",
+          proc_stat("huge_retained"), i + 1);
+  }
+  CHECK(proc_stat("huge_retained") >= 60.0 * mib, "huge_retained %g: no freed 60 MiB block was kept",
+        proc_stat("huge_retained"));
+  /* Small blocks from a 60 MiB mapping: the tails count in the budget too. */
+  void *s[3];
+  for (int i = 0; i < 3; i++) {
+    s[i] = brisk_malloc(3 * mib);
+    CHECK(s[i] != NULL, "brisk_malloc(3 MiB) failed");
+    CHECK(proc_stat("huge_retained") <= budget, "huge_retained %g with tails", proc_stat("huge_retained"));
+  }
+  for (int i = 0; i < 3; i++) brisk_free(s[i]);
+  CHECK(proc_stat("huge_retained") <= budget, "huge_retained %g", proc_stat("huge_retained"));
+  brisk_collect();
+  CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
+  section_end();
+}
+
+/* Huge blocks with tails across threads: each worker allocates, grows,
+ * shrinks and frees blocks of 2..24 MiB, hands every third one to the next
+ * worker to free, and checks a stamp on every 16th page; a fourth thread
+ * calls brisk_collect, which trims every tail while its block is in use. */
+enum { HT_WORKERS = 3 };
+typedef struct {
+  _Atomic(uintptr_t) handoff[HT_WORKERS]; /* a block for worker i to free */
+  _Atomic(int) running;
+  _Atomic(int) bad;
+} huge_threads_t;
+typedef struct {
+  huge_threads_t *shared;
+  int id;
+  long ops;
+} huge_worker_t;
+
+static void ht_stamp(unsigned char *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i += 16 * 4096) p[i] = v;
+  p[n - 1] = v;
+}
+static bool ht_check_prefix(const unsigned char *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i += 16 * 4096)
+    if (p[i] != v) return false;
+  return true;
+}
+static bool ht_check(const unsigned char *p, size_t n, unsigned char v) {
+  return ht_check_prefix(p, n, v) && p[n - 1] == v;
+}
+
+/* The size and stamp of a handed-over block sit in its first 16 bytes. */
+static void ht_free_checked(huge_threads_t *sh, unsigned char *p) {
+  size_t n;
+  memcpy(&n, p + 1, sizeof n);
+  bool ok = p[n - 1] == p[0];
+  for (size_t i = 16 * 4096; i < n; i += 16 * 4096) ok &= p[i] == p[0];
+  if (!ok) atomic_fetch_add(&sh->bad, 1);
+  brisk_free(p);
+}
+
+static void *huge_worker(void *arg) {
+  huge_worker_t *w = arg;
+  huge_threads_t *sh = w->shared;
+  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(w->id + 1);
+  const size_t mib = (size_t)1 << 20;
+  for (long k = 0; k < w->ops; k++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    size_t n = 2 * mib + 1 + (size_t)(x % (22 * mib));
+    unsigned char v = (unsigned char)(x >> 40);
+    unsigned char *p = brisk_malloc(n);
+    if (!p) { atomic_fetch_add(&sh->bad, 1); continue; }
+    ht_stamp(p, n, v);
+    size_t m = 2 * mib + 1 + (size_t)((x >> 20) % (22 * mib));
+    unsigned char *q = brisk_realloc(p, m);
+    if (!q) { brisk_free(p); atomic_fetch_add(&sh->bad, 1); continue; }
+    if (!(m >= n ? ht_check(q, n, v) : ht_check_prefix(q, m, v))) atomic_fetch_add(&sh->bad, 1);
+    ht_stamp(q, m, (unsigned char)(v + 1));
+    uintptr_t mine = atomic_exchange(&sh->handoff[w->id], 0);
+    if (mine) ht_free_checked(sh, (unsigned char *)mine);
+    if (k % 3 == 0) {
+      q[0] = (unsigned char)(v + 1);
+      memcpy(q + 1, &m, sizeof m);
+      uintptr_t old = atomic_exchange(&sh->handoff[(w->id + 1) % HT_WORKERS], (uintptr_t)q);
+      if (old) ht_free_checked(sh, (unsigned char *)old);
+    } else {
+      if (!ht_check(q, m, (unsigned char)(v + 1))) atomic_fetch_add(&sh->bad, 1);
+      brisk_free(q);
+    }
+  }
+  return NULL;
+}
+
+static void *huge_collector(void *arg) {
+  huge_threads_t *sh = arg;
+  struct timespec ts = {0, 3000000};
+  while (atomic_load(&sh->running)) {
+    brisk_collect();
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static void test_huge_threads(void) {
+  section_begin("huge blocks with tails across threads, trimmed while in use");
+  huge_threads_t sh;
+  for (int i = 0; i < HT_WORKERS; i++) atomic_init(&sh.handoff[i], 0);
+  atomic_init(&sh.running, 1);
+  atomic_init(&sh.bad, 0);
+  huge_worker_t w[HT_WORKERS];
+  pthread_t th[HT_WORKERS], col;
+  bool collector = pthread_create(&col, NULL, huge_collector, &sh) == 0;
+  CHECK(collector, "pthread_create failed");
+  int started = 0;
+  for (int i = 0; i < HT_WORKERS; i++) {
+    w[i] = (huge_worker_t){&sh, i, scaled(1500, 40)};
+    if (pthread_create(&th[i], NULL, huge_worker, &w[i]) != 0) break;
+    started++;
+  }
+  CHECK(started == HT_WORKERS, "pthread_create failed");
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  atomic_store(&sh.running, 0);
+  if (collector) pthread_join(col, NULL);
+  for (int i = 0; i < HT_WORKERS; i++) {
+    uintptr_t p = atomic_exchange(&sh.handoff[i], 0);
+    if (p) ht_free_checked(&sh, (unsigned char *)p);
+  }
+  CHECK(atomic_load(&sh.bad) == 0, "%d huge blocks failed or changed", atomic_load(&sh.bad));
+  brisk_collect();
+  CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
+  section_end();
+}
+
+/* ------------------------------------------------------------------ */
 /* destroy releases everything; isolation; reuse                        */
 
 static void test_destroy_releases(void) {
@@ -1465,6 +1678,8 @@ int main(void) {
   test_remote_after_reuse();
   test_refill_housekeeping();
   test_page_fit();
+  test_huge_tails();
+  test_huge_threads();
   test_destroy_releases();
   test_isolation();
   test_many_heaps();
