@@ -308,26 +308,14 @@ static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
   cc->count = kept;
 }
 
-void page_notify(page_t *pg) {
+/* page_notify's other cases: the block goes onto the local list, then the
+ * page changes list, is retired, or (a large or huge block) goes back. */
+static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-  if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
-    class_cache_t *cc = heap_class_cache(h, pg->size_class);
-    if (pg->used > pg->cached) { /* a live block remains (or the bias) */
-      if (BRISK_LIKELY(cc->count < cc->max) && pg->in_full != PAGE_LIST_BROKEN) {
-        /* Take the block free_local just linked back out of the page: it
-         * stays used there, and its link, the page's list end, still
-         * looks free to a second free. */
-        block_t *b = pg->local_free;
-        pg->local_free = block_next(b);
-        pg->used++;
-        pg->cached++;
-        block_set_next(b, page_list_end(pg));
-        cc->slot[cc->count++] = b;
-        return;
-      }
-    } else if (pg->cached != 0) {
-      class_cache_evict_page(cc, pg);
-    }
+  page_push_local(pg, b, pg->used - 1);
+  if (pg->flags & PAGE_CACHED) {
+    if (pg->used <= pg->cached && pg->cached != 0)
+      class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
     page_after_free(h, pg);
     return;
   }
@@ -341,6 +329,24 @@ void page_notify(page_t *pg) {
     return;
   }
   page_after_free(h, pg);
+}
+
+void page_notify(page_t *pg, block_t *b) {
+  if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
+    heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
+    class_cache_t *cc = heap_class_cache(h, pg->size_class);
+    /* A live block remains (or the bias) and the cache has room: the block
+     * stays used in its page, and its link, the page's list end, still
+     * looks free to a second free. */
+    if (BRISK_LIKELY(pg->used - 1 > pg->cached && cc->count < cc->max) &&
+        pg->in_full != PAGE_LIST_BROKEN) {
+      block_set_next(b, page_list_end(pg));
+      pg->cached++;
+      cc->slot[cc->count++] = b;
+      return;
+    }
+  }
+  page_notify_push(pg, b);
 }
 
 void class_cache_flush(heap_t *h) {

@@ -24,14 +24,26 @@ BRISK_INTERNAL void page_fill_freed(const page_t *pg, block_t *b);
 BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
 
 /* Free a block of a page that this heap's owner owns. Inline: the free
- * fast path and the inbox drain share it. */
-BRISK_INTERNAL void page_notify(page_t *pg) BRISK_NOINLINE;
+ * fast path and the inbox drain share it. When `used` would drop to
+ * notify_at, page_notify takes the block instead: to the class cache
+ * (PAGE_CACHED pages, whose notify_at is UINT32_MAX, so every free), or
+ * onto the local list and then the page changes list or is retired. */
+BRISK_INTERNAL void page_notify(page_t *pg, block_t *b) BRISK_NOINLINE;
+
+BRISK_INLINE void page_push_local(page_t *pg, block_t *b, uint32_t used) {
+  block_set_next(b, pg->local_free);
+  pg->local_free = b;
+  pg->used = used;
+}
 
 BRISK_INLINE void free_local(page_t *pg, block_t *b) {
   if (BRISK_HARDENED) page_fill_freed(pg, b);
-  block_set_next(b, pg->local_free);
-  pg->local_free = b;
-  if (BRISK_UNLIKELY(--pg->used <= pg->notify_at)) page_notify(pg);
+  uint32_t used = pg->used - 1;
+  if (BRISK_UNLIKELY(used <= pg->notify_at)) {
+    page_notify(pg, b);
+    return;
+  }
+  page_push_local(pg, b, used);
 }
 
 /* Take the first block of the free list, or NULL when the list is empty
