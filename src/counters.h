@@ -15,7 +15,7 @@
 #define BRISK_STATS_FIELDS(X)                                                  \
   X(mapped_bytes, LEVEL, "bytes mapped from the OS")                          \
   X(segments, LEVEL, "4 MiB segments mapped")                                 \
-  X(huge_bytes, LEVEL, "bytes in huge blocks")                                \
+  X(huge_bytes, LEVEL, "bytes mapped for huge blocks, their tails included")  \
   X(huge_retained, LEVEL, "bytes of huge mappings kept for reuse")            \
   X(pages, LEVEL, "pages in use")                                             \
   X(heaps, LEVEL, "heaps alive (threads and first-class)")                    \
