@@ -503,8 +503,9 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
  * when it is first written, and its unmap a TLB shootdown: a program that
  * frees one and allocates the next pays both every time. So brisk keeps
  * two kinds of huge memory resident for the next block, at most
- * HUGE_RETAIN_MAX bytes in all, each for at most the purge delay (default
- * build only):
+ * HUGE_RETAIN_MAX bytes in all, each returned at the first check after
+ * the purge delay (huge_cache_put, segment_pool_maintain; default build
+ * only):
  *  - the cache: freed mappings, at most HUGE_CACHE_SLOTS of them;
  *  - tails: a block taken from a larger cached mapping keeps the rest of
  *    it resident behind its end. When the block is freed, block and tail
