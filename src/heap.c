@@ -333,11 +333,8 @@ static void *alloc_huge(heap_t *h, size_t size, size_t alignment) {
   return pg->start;
 }
 
-static void *alloc_class(heap_t *h, unsigned c) {
-  if (c >= CLASS_CACHE_FIRST) {
-    block_t *cached = class_cache_pop(h, c);
-    if (cached != NULL) return cached;
-  }
+/* A block of class c from its pages (the class cache aside). */
+static void *alloc_class_page(heap_t *h, unsigned c) {
   page_t *pg = h->queues[c].first;
   block_t *b = pg ? page_pop(pg) : NULL;
   if (BRISK_LIKELY(b != NULL)) return b;
@@ -352,8 +349,16 @@ static void *alloc_class(heap_t *h, unsigned c) {
   return page_pop(pg);
 }
 
+static void *alloc_class(heap_t *h, unsigned c) {
+  if (c >= CLASS_CACHE_FIRST) {
+    block_t *cached = class_cache_pop(h, c);
+    if (cached != NULL) return cached;
+  }
+  return alloc_class_page(h, c);
+}
+
 void *heap_alloc_class(heap_t *h, unsigned c) {
-  void *p = alloc_class(h, c);
+  void *p = alloc_class_page(h, c);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
 }

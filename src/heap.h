@@ -19,7 +19,8 @@ BRISK_INTERNAL size_t heap_stats_json(heap_t *h, char *buf, size_t len);
 BRISK_INTERNAL void heap_collect(heap_t *h, bool force);
 BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
-/* heap_alloc for a size of class c (<= MEDIUM_MAX). */
+/* heap_alloc for a size of class c (<= MEDIUM_MAX) once c's class cache
+ * came up empty (malloc_slow pops it itself). */
 BRISK_INTERNAL void *heap_alloc_class(heap_t *h, unsigned c);
 BRISK_INTERNAL void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size);
 BRISK_INTERNAL void heap_drain_inbox(heap_t *h);

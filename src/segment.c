@@ -585,6 +585,15 @@ static bool huge_shrink(segment_t *seg, size_t keep) {
   return true;
 }
 
+/* Grow a huge mapping in place (mremap without moving) to `need` bytes. */
+static bool huge_grow(segment_t *seg, size_t need) {
+  size_t old = seg->mapped_size;
+  if (os_remap_in_place(seg, old, need) != 0) return false;
+  STAT_LEVEL(mapped_bytes, (int64_t)need - (int64_t)old);
+  field_store_relaxed(&seg->mapped_size, need); /* read unlocked by free's checks */
+  return true;
+}
+
 /* Give back the tails older than the delay (all when forced). Done under
  * the lock, so that the block's free or realloc never sees a trim half
  * done; a tail is trimmed once, at most once per delay. If the shrink
@@ -668,14 +677,9 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   huge_unmap_list(drop);
   if (take == NULL) return NULL;
   size_t old = take->mapped_size;
-  if (*tail == 0 && old != need) {
-    bool ok = old > need ? huge_shrink(take, need) : os_remap_in_place(take, old, need) == 0;
-    if (!ok) {
-      segment_unmap(take);
-      return NULL;
-    }
-    if (old < need) STAT_LEVEL(mapped_bytes, (int64_t)need - (int64_t)old);
-    take->mapped_size = need;
+  if (*tail == 0 && old != need && !(old > need ? huge_shrink(take, need) : huge_grow(take, need))) {
+    segment_unmap(take);
+    return NULL;
   }
   return take;
 }
@@ -804,10 +808,8 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
   if (need < old) {
     if (!huge_shrink(seg, need)) return false;
   } else if (need > old) {
-    if (os_remap_in_place(seg, old, need) != 0) return false;
+    if (!huge_grow(seg, need)) return false;
     registry_set((uintptr_t)seg, need, seg);
-    STAT_LEVEL(mapped_bytes, (int64_t)need - (int64_t)old);
-    field_store_relaxed(&seg->mapped_size, need);
   }
   STAT_LEVEL(huge_bytes, (int64_t)seg->mapped_size - (int64_t)old);
   pg->span_bytes = need - offset;
