@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc_inline.h"
+#include "huge.h"
 #include "report.h"
 
 static heap_t *heap_or_init(void) {
@@ -116,7 +117,7 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   }
   if (size <= usable) {
     /* Shrinking: keep the block unless it would waste more than half. */
-    if (size >= usable / 2 || usable <= 64) return p;
+    if (size >= usable / 2 || usable <= REALLOC_KEEP_SMALL) return p;
     return realloc_move(target, p, usable, size, fn);
   }
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
@@ -128,9 +129,9 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
       return p;
     }
   }
-  /* Grow by at least an eighth so that step-by-step growth stays linear. */
   size_t want = size;
-  if (size > 4096 && size < usable + usable / 8) want = usable + usable / 8;
+  size_t step = usable / REALLOC_GROW_STEP;
+  if (size > REALLOC_GROW_MIN && size < usable + step) want = usable + step;
   void *q = alloc_in(target, want);
   if (q == NULL && want != size) q = alloc_in(target, size);
   if (q == NULL) return NULL;
@@ -147,5 +148,5 @@ void alloc_stats_sync(void) {
 void alloc_collect(void) {
   heap_t *h = thread_heap();
   if (h->kind != HEAP_KIND_STATIC) heap_collect(h, true);
-  segment_pool_maintain(true);
+  segments_maintain(true);
 }

@@ -22,7 +22,6 @@
 #ifndef BRISK_HARDENED
 #define BRISK_HARDENED 0
 #endif
-#define HARDENED_GUARD ((size_t)4096)     /* a PROT_NONE page */
 #define HARDENED_FILL 0xdf                /* freed memory, checked on reuse */
 #define HARDENED_FILL_MAX ((size_t)64)    /* bytes of a block filled and checked: the
                                              cache line its link already brings in */
@@ -79,16 +78,32 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 /* The OS page size brisk plans its layout around (x86-64, arm64 with 4 KiB
  * pages); larger OS pages only make some of these choices less exact. */
 #define OS_PAGE_BYTES ((size_t)4096)
+#define HARDENED_GUARD OS_PAGE_BYTES      /* hardened build: a PROT_NONE page */
 
 /* Free blocks a page carves from fresh memory at a time (about a 4 KiB
  * page worth), so a new page touches only what it hands out. */
-#define PAGE_EXTEND_BYTES 4096
+#define PAGE_EXTEND_BYTES OS_PAGE_BYTES
 #define PAGE_EXTEND_MIN 4
 
 /* Remote frees are buffered per destination heap and handed over with one
  * atomic exchange per batch. */
 #define OUTBOX_SLOTS 4
 #define OUTBOX_BATCH 64
+
+/* Slow-path work that reads the clock or walks lists runs on every Nth
+ * occasion only: the purge check on every HOUSEKEEPING_PURGE_EVERY-th
+ * housekeeping, the whole slow path on every REFILL_SLOW_EVERY-th refill
+ * of a page from its own frees (page_refill_pop). Powers of two. */
+#define HOUSEKEEPING_PURGE_EVERY 8
+#define REFILL_SLOW_EVERY 8
+
+/* realloc keeps a block it shrinks unless that would leave more than half
+ * of it unused, and always keeps blocks of up to REALLOC_KEEP_SMALL bytes;
+ * a block above REALLOC_GROW_MIN bytes grows by at least 1/REALLOC_GROW_STEP
+ * so that growth step by step copies a linear amount in all. */
+#define REALLOC_KEEP_SMALL 64
+#define REALLOC_GROW_MIN 4096
+#define REALLOC_GROW_STEP 8
 
 /* While a page is the allocation page of its class, this is added to its
  * used count, so the free fast path never sees it reach zero. */

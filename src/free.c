@@ -4,6 +4,7 @@
 
 #include "atomics.h"
 #include "heap.h"
+#include "huge.h"
 #include "platform.h"
 #include "registry.h"
 #include "report.h"
@@ -229,7 +230,7 @@ void foreign_set_interposing(bool v) { atomic_store_relaxed(&interposing, v); }
 size_t foreign_usable_size(const void *p) {
   if (!atomic_load_relaxed(&interposing) || __libc_free == NULL) return 0;
   uintptr_t a = (uintptr_t)p;
-  if (a < 4096 || (a & 15) != 0) return 0;
+  if (a < OS_PAGE_BYTES || (a & 15) != 0) return 0;
   uint64_t hdr[2]; /* prev_size, size | flags */
   if (!os_probe_read((const void *)(a - 16), hdr, sizeof(hdr))) return 0;
   uint64_t size = hdr[1] & ~(uint64_t)7;

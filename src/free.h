@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "segment.h"
+#include "layout.h"
 
 /* Which public function a pointer came through, for the error line. */
 typedef enum brisk_fn {

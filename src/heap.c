@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "atomics.h"
+#include "guard.h"
 #include "heap.h"
+#include "huge.h"
 #include "platform.h"
 #include "registry.h"
 #include "report.h"
@@ -39,7 +41,7 @@ static heap_t *heap_storage_new(void) {
   lock_acquire(&heap_meta_lock);
   if (meta_left < need) {
     void *p;
-    if (os_map_aligned(SLICE_SIZE, 4096, &p) != 0) {
+    if (os_map_aligned(SLICE_SIZE, OS_PAGE_BYTES, &p) != 0) {
       lock_release(&heap_meta_lock);
       return NULL;
     }
@@ -125,7 +127,7 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
 /* Hand a chain over to dst; false when dst's generation moved on. */
 static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
   uintptr_t old = atomic_load_relaxed(&dst->inbox);
-  uintptr_t tag = (uintptr_t)(gen & 0xffff) << INBOX_GEN_SHIFT;
+  uintptr_t tag = (uintptr_t)(gen & INBOX_GEN_MASK) << INBOX_GEN_SHIFT;
   do {
     if ((old & ~INBOX_PTR_MASK) != tag) return false;
     /* keep the tail's suspect bit */
@@ -242,7 +244,7 @@ void heap_housekeeping(heap_t *h) {
   /* The purge reads the clock: on every eighth slow path only, which on a
    * workload that runs dry at every other allocation saves a clock read
    * per page; a purge waits for 8 slow paths at most beyond its delay. */
-  if ((++h->housekeeping_tick & 7) == 0) segment_set_purge(&h->segments, false);
+  if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) segment_set_purge(&h->segments, false);
 }
 
 void heap_collect(heap_t *h, bool force) {
@@ -269,7 +271,7 @@ void heap_destroy(heap_t *h) {
   heap_stats_publish(h);
   /* A new generation first: batches of remote frees still on their way
    * carry the old one and are dropped, their blocks went with the heap. */
-  h->generation = (h->generation + 1) & 0xffff;
+  h->generation = (h->generation + 1) & INBOX_GEN_MASK;
   atomic_exchange_acq_rel(&h->inbox, (uintptr_t)h->generation << INBOX_GEN_SHIFT);
   heap_flush_outbox(h);
   segment_set_release_all(&h->segments);
@@ -308,7 +310,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
     pg = span_alloc(&h->segments, slices, align_slices);
     if (pg == NULL) return NULL;
   }
-  if (BRISK_HARDENED) span_guard_tail(pg);
+  if (BRISK_HARDENED) guard_span_tail(pg);
   /* One block: inv 1, shift 0 make the index the offset itself, so only
    * offset 0 passes the fast path's index < reserved check. */
   pg->block_size = (uint32_t)pg->span_bytes;

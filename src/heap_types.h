@@ -37,7 +37,9 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "segment.h"
+#include "block.h"
+#include "layout.h"
+#include "span.h"
 #include "size_class.h"
 
 enum heap_state {
@@ -52,6 +54,7 @@ enum heap_kind { HEAP_KIND_STATIC = 0, HEAP_KIND_THREAD = 1, HEAP_KIND_USER = 2 
 
 #define INBOX_PTR_MASK (((uintptr_t)1 << 48) - 1)
 #define INBOX_GEN_SHIFT 48
+#define INBOX_GEN_MASK 0xffffu /* the generation bits above INBOX_GEN_SHIFT */
 
 typedef struct page_queue_s {
   page_t *first;

@@ -31,6 +31,13 @@ typedef struct brisk_options_s {
 /* Valid (with defaults) before options_init runs. */
 extern brisk_options_t brisk_options BRISK_INTERNAL;
 
+/* The purge delay in milliseconds; "never" (-1) is a delay no deadline
+ * reaches. */
+static inline uint64_t options_purge_delay_ms(void) {
+  int64_t d = brisk_options.purge_delay_ms;
+  return d < 0 ? UINT64_MAX / 2 : (uint64_t)d;
+}
+
 /* Reads the environment without allocating; reports unknown BRISK_*
  * names and bad values as warnings. */
 BRISK_INTERNAL void options_init(void);

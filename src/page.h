@@ -84,7 +84,7 @@ BRISK_INLINE block_t *page_refill_pop(heap_t *h, page_t *pg) {
   /* Only a list that ended: a head outside the page is a broken link,
    * which the slow path reports (page_collect). */
   if (pg->free != page_list_end(pg) || !page_holds_block_inline(pg, lf) ||
-      (++h->refill_tick & 7) == 0)
+      ++h->refill_tick % REFILL_SLOW_EVERY == 0)
     return NULL;
   page_take_local_free(pg);
   return page_pop(pg);

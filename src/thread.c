@@ -3,8 +3,10 @@
 #include <errno.h>
 
 #include "atomics.h"
+#include "huge.h"
 #include "options.h"
 #include "platform.h"
+#include "pool.h"
 #include "report.h"
 #include "counters.h"
 #include "stats.h"
@@ -26,16 +28,19 @@ static void thread_exit(void *value) {
 
 static void fork_prepare(void) {
   heap_list_lock();
-  segment_pool_lock();
+  pool_lock();
+  huge_lock();
 }
 
 static void fork_parent(void) {
-  segment_pool_unlock();
+  huge_unlock();
+  pool_unlock();
   heap_list_unlock();
 }
 
 static void fork_child(void) {
-  segment_pool_reset_lock();
+  huge_reset_lock();
+  pool_reset_lock();
   heap_list_reset_lock();
   heap_orphan_others(os_thread_id());
 }
@@ -47,7 +52,7 @@ void process_init(void) {
   if (atomic_cas_strong_acq_rel(&init_state, &expected, INIT_RUNNING)) {
     atomic_store_relaxed(&init_thread, os_thread_id());
     options_init();
-    segment_init_key(os_random_seed());
+    block_keys_init(os_random_seed());
     os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
     /* May allocate (it is ready now): registered before any thread exists

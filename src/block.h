@@ -1,0 +1,63 @@
+/* Free blocks and their links: how a page's free lists and the chains of
+ * remote frees are stored inside the freed memory itself.
+ *
+ * A free block holds one word: the link to the next free block, XORed with
+ * a per-process random key. Lists of a page end at the page's segment
+ * header (page_list_end), never at NULL, so the link of every block on a
+ * page's lists decodes to an address in the block's own segment:
+ *
+ *   block on a free list:  link ^ key  ->  next block, or segment header
+ *   live block:            user data, which decodes to such an address only
+ *                          by a 1 in 2^25 chance
+ *
+ * free uses that to send a probable double free to the slow path, which
+ * walks the page's lists to be sure (block_looks_free). Chains of remote
+ * frees (outbox, inbox) use a second key and end at NULL:
+ *
+ *   block in a remote chain:  link ^ remote_key -> (next | suspect bit)
+ */
+#ifndef BRISK_BLOCK_H
+#define BRISK_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "layout.h"
+
+typedef struct block_s {
+  uintptr_t link;
+} block_t;
+
+extern uintptr_t brisk_link_key BRISK_INTERNAL;
+extern uintptr_t brisk_remote_key BRISK_INTERNAL; /* derived from brisk_link_key */
+
+/* Set both keys once, before any block exists (page.c). */
+BRISK_INTERNAL void block_keys_init(uint64_t random);
+
+BRISK_INLINE block_t *block_next(const block_t *b) {
+  return (block_t *)(b->link ^ brisk_link_key);
+}
+BRISK_INLINE void block_set_next(block_t *b, const void *next) {
+  b->link = (uintptr_t)next ^ brisk_link_key;
+}
+/* Links of remote-free chains (outbox, inbox) use another key, so that a
+ * chain overwritten by a local free of one of its blocks is noticed when
+ * it is drained. Bit 0 of such a link marks a block that looked free when
+ * another thread freed it: its owner checks its lists before taking it. */
+#define REMOTE_LINK_SUSPECT ((uintptr_t)1)
+BRISK_INLINE void block_set_remote_next(block_t *b, const void *next, bool suspect) {
+  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ brisk_remote_key;
+}
+BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ brisk_remote_key; }
+
+BRISK_INLINE bool block_looks_free(const block_t *b) {
+  return (((b->link ^ brisk_link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
+}
+
+/* Where the lists of a page end: its segment header, which is no block. */
+BRISK_INLINE block_t *page_list_end(const page_t *pg) {
+  return (block_t *)segment_of_page(pg);
+}
+
+#endif

@@ -1,0 +1,25 @@
+/* The pool of empty segments, shared by all heaps: kept mapped for reuse
+ * up to BRISK_SEGMENT_CACHE of them, their pages purged after the delay,
+ * the surplus unmapped. */
+#ifndef BRISK_POOL_H
+#define BRISK_POOL_H
+
+#include <stdbool.h>
+
+#include "layout.h"
+
+/* A segment whose slices are all free. keep_until_due: a destroyed heap's
+ * segment, unmapped only once the delay has passed even beyond the cap,
+ * so that heap destruction stays one quick call. */
+BRISK_INTERNAL void pool_put(segment_t *seg, bool keep_until_due);
+/* The newest pooled segment, or NULL. */
+BRISK_INTERNAL segment_t *pool_take(void);
+/* Purge what is due (everything when force) and unmap the surplus. */
+BRISK_INTERNAL void pool_maintain(bool force);
+
+/* Around fork (thread.c). */
+BRISK_INTERNAL void pool_lock(void);
+BRISK_INTERNAL void pool_unlock(void);
+BRISK_INTERNAL void pool_reset_lock(void);
+
+#endif

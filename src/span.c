@@ -1,0 +1,232 @@
+/* A heap's set of segments and the spans of slices cut from them. Each
+ * segment keeps three slice masks: free (in no span), dirty (may be
+ * resident) and, for purging, purge/purge_later (see segment_set_purge).
+ * Depends on segments, the pool, huge blocks and the hardened guards. */
+#include "span.h"
+
+#include <string.h>
+
+#include "atomics.h"
+#include "guard.h"
+#include "huge.h"
+#include "list.h"
+#include "options.h"
+#include "platform.h"
+#include "pool.h"
+#include "segment.h"
+#include "counters.h"
+
+/* Full segments go last, so that the search for free slices stops at the
+ * first full one. */
+static void set_note_full(segment_set_t *set, segment_t *seg) {
+  if (seg->free_slices == 0 && seg->next) {
+    LIST_REMOVE(&set->segs, seg, next, prev);
+    LIST_PUSH_BACK(&set->segs, seg, next, prev);
+  }
+}
+
+static segment_t *set_add_segment(segment_set_t *set) {
+  segment_t *seg = pool_take();
+  if (seg == NULL) seg = segment_map();
+  if (seg == NULL) return NULL;
+  seg->destroyed = 0;
+  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
+  atomic_store_release(&seg->owner_tid, set->owner_tid);
+  LIST_PUSH_FRONT(&set->segs, seg, next, prev);
+  set->count++;
+  return seg;
+}
+
+/* Lowest slice index i (a multiple of align) with slices i..i+n-1 all in
+ * mask; -1 if none. */
+static int find_run(uint64_t mask, size_t n, size_t align) {
+  uint64_t run = mask;
+  size_t len = 1;
+  while (len < n && run) {
+    size_t step = len < n - len ? len : n - len;
+    run &= run >> step;
+    len += step;
+  }
+  if (align > 1) {
+    uint64_t pattern = 0;
+    for (size_t i = 0; i < SLICES_PER_SEGMENT; i += align) pattern |= (uint64_t)1 << i;
+    run &= pattern;
+  }
+  return run ? __builtin_ctzll(run) : -1;
+}
+
+/* Slices leave the free mask; they are no longer waiting for a purge. */
+static void slices_take(segment_t *seg, uint64_t bits) {
+  seg->free_slices &= ~bits;
+  seg->dirty_slices |= bits;
+  seg->purge_slices &= ~bits;
+  seg->purge_later &= ~bits;
+}
+
+static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
+  uint64_t bits = slice_bits(first, n);
+  page_t *head = &seg->pages[first];
+  bool zero = (seg->dirty_slices & bits) == 0;
+  slices_take(seg, bits);
+  memset(head, 0, sizeof(*head));
+  head->start = (uint8_t *)seg + first * SLICE_SIZE;
+  head->span_bytes = n * SLICE_SIZE;
+  if (BRISK_HARDENED) {
+    /* Guards left by earlier large blocks stay where they are: inside the
+     * new span they are lifted, at its end the span keeps it (and loses
+     * those 4 KiB). The segment's last slice keeps its guard for good. */
+    uint64_t last_bit = (uint64_t)1 << (first + n - 1);
+    guard_lift(seg, bits & ~last_bit);
+    if (seg->guarded_slices & last_bit) head->span_bytes -= HARDENED_GUARD;
+  }
+  head->slice_count = (uint8_t)n;
+  head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
+  return head;
+}
+
+page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
+  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
+  if (align_slices == 0) align_slices = 1;
+  /* Resident free slices first (no page faults, and the purged ones stay
+   * out of RSS); then any free run. */
+  for (int resident = 1; resident >= 0; resident--) {
+    for (segment_t *seg = set->segs.first; seg && seg->free_slices; seg = seg->next) {
+      uint64_t mask = seg->free_slices & (resident ? seg->dirty_slices : ~(uint64_t)0);
+      int first = find_run(mask, slices, align_slices);
+      if (first < 0) continue;
+      page_t *span = span_carve(seg, (size_t)first, slices);
+      set_note_full(set, seg);
+      return span;
+    }
+  }
+  segment_t *seg = set_add_segment(set);
+  if (seg == NULL) return NULL;
+  int first = find_run(seg->free_slices, slices, align_slices);
+  if (first < 0) return NULL;
+  return span_carve(seg, (size_t)first, slices);
+}
+
+void span_free(segment_set_t *set, page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  size_t first = (size_t)(span - seg->pages);
+  size_t n = span->slice_count;
+  uint64_t bits = slice_bits(first, n);
+  brisk_assert((seg->free_slices & bits) == 0);
+  brisk_assert(span->span == span && (span->flags & PAGE_IN_USE));
+  brisk_assert((span->flags & PAGE_LARGE) || span->used == 0);
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
+  page_desc_clear(span);
+  bool was_full = seg->free_slices == 0;
+  seg->free_slices |= bits;
+  if (was_full) { /* has room again: to the front */
+    LIST_REMOVE(&set->segs, seg, next, prev);
+    LIST_PUSH_FRONT(&set->segs, seg, next, prev);
+  }
+  if (seg->free_slices == ALL_PAGE_SLICES) {
+    LIST_REMOVE(&set->segs, seg, next, prev);
+    set->count--;
+    pool_put(seg, false);
+    return;
+  }
+  /* Slices wait between one and two delays: those freed while a deadline
+   * is pending join the next round, so a slice freed just before the
+   * deadline is not purged (and re-faulted) at once. */
+  if (seg->purge_at_ms != 0) {
+    seg->purge_later |= bits;
+    return;
+  }
+  seg->purge_slices |= bits;
+  seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
+  if (set->next_purge_ms == 0 || seg->purge_at_ms < set->next_purge_ms)
+    set->next_purge_ms = seg->purge_at_ms;
+}
+
+bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
+  segment_t *seg = segment_of_page(span);
+  size_t first = (size_t)(span - seg->pages);
+  size_t have = span->slice_count;
+  if (slices <= have) return true;
+  if (first + slices > SLICES_PER_SEGMENT) return false;
+  uint64_t extra = slice_bits(first + have, slices - have);
+  if ((seg->free_slices & extra) != extra) return false;
+  slices_take(seg, extra);
+  for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
+  if (BRISK_HARDENED) guard_lift(seg, slice_bits(first, slices - 1)); /* guards move to the new end */
+  span->slice_count = (uint8_t)slices;
+  span->span_bytes = slices * SLICE_SIZE;
+  if (BRISK_HARDENED) guard_span_tail(span);
+  set_note_full(set, seg);
+  return true;
+}
+
+void segments_maintain(bool force) {
+  pool_maintain(force);
+  huge_maintain(force);
+}
+
+void segment_set_purge(segment_set_t *set, bool force) {
+  if (set->next_purge_ms == 0 && !force) return;
+  uint64_t now = os_now_ms();
+  if (!force && now < set->next_purge_ms) return;
+  uint64_t next = 0;
+  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+    if (seg->purge_slices == 0 && seg->purge_later == 0) continue;
+    if (force || now >= seg->purge_at_ms) {
+      uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
+                      seg->free_slices;
+      segment_purge_slices(seg, mask);
+      seg->dirty_slices &= ~mask;
+      seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
+      seg->purge_later = 0;
+      seg->purge_at_ms = seg->purge_slices ? now + options_purge_delay_ms() : 0;
+    }
+    if (seg->purge_at_ms != 0 && (next == 0 || seg->purge_at_ms < next)) next = seg->purge_at_ms;
+  }
+  set->next_purge_ms = next;
+  segments_maintain(force);
+}
+
+void segment_set_release_all(segment_set_t *set) {
+  segment_t *seg;
+  while ((seg = set->segs.first) != NULL) {
+    LIST_REMOVE(&set->segs, seg, next, prev);
+    for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) {
+      if (seg->pages[i].span == &seg->pages[i]) {
+        page_desc_clear(&seg->pages[i]);
+        STAT_LEVEL(pages, -1);
+      }
+      seg->pages[i].span = &brisk_dead_page;
+    }
+    seg->free_slices = ALL_PAGE_SLICES;
+    seg->destroyed = 1;
+    pool_put(seg, true);
+  }
+  while ((seg = set->huge.first) != NULL) {
+    LIST_REMOVE(&set->huge, seg, next, prev);
+    seg->destroyed = 1;
+    huge_free(&seg->pages[0]);
+  }
+  set->count = 0;
+  set->next_purge_ms = 0;
+}
+
+void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
+  LIST_PUSH_FRONT(&set->huge, seg, next, prev);
+  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
+  atomic_store_release(&seg->owner_tid, set->owner_tid);
+}
+
+void segment_set_free_huge(segment_set_t *set, page_t *pg) {
+  segment_t *seg = segment_of_page(pg);
+  LIST_REMOVE(&set->huge, seg, next, prev);
+  huge_free(pg);
+}
+
+void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
+  set->owner_tid = tid;
+  for (segment_t *seg = set->segs.first; seg; seg = seg->next)
+    atomic_store_release(&seg->owner_tid, tid);
+  for (segment_t *seg = set->huge.first; seg; seg = seg->next)
+    atomic_store_release(&seg->owner_tid, tid);
+}

@@ -1,0 +1,57 @@
+/* A heap's segments and the spans of slices cut from them: pages of a
+ * size class and large blocks. Only the owner of the set's heap calls
+ * these (the thread of `owner_tid`, or one that won the heap's state). */
+#ifndef BRISK_SPAN_H
+#define BRISK_SPAN_H
+
+#include <stdbool.h>
+
+#include "layout.h"
+
+struct heap_s;
+
+/* The segments of one heap. */
+typedef struct segment_set_s {
+  segment_list_t segs;    /* segments with free slices come before full ones */
+  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps) */
+  size_t count;
+  uint64_t next_purge_ms; /* 0: nothing waits */
+  uintptr_t owner_tid;
+  struct heap_s *heap;
+} segment_set_t;
+
+/* A span of `slices` slices whose first slice index is a multiple of
+ * `align_slices`, from the set's segments or a new one; NULL when the OS
+ * has no memory. The head descriptor has start, span_bytes, slice_count,
+ * flags = PAGE_IN_USE (| PAGE_ZERO when the memory is fresh). */
+BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices);
+/* Slices of a large block of `size` bytes (with room for its guard page in
+ * the hardened build). */
+BRISK_INLINE size_t large_slices(size_t size) {
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  return (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
+}
+/* Give a span back to its segment; its slices are purged after the delay. */
+BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
+/* Grow a large span in place by taking the free slices after it. */
+BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slices);
+
+/* Purge what is due (everything when force), then maintain the memory
+ * kept for every heap (segments_maintain); cheap when nothing is due. */
+BRISK_INTERNAL void segment_set_purge(segment_set_t *set, bool force);
+/* Move every segment of the set to the pool, in use or not, and unmap its
+ * huge blocks (heap destroy). */
+BRISK_INTERNAL void segment_set_release_all(segment_set_t *set);
+/* Change the owner thread recorded in every segment of the set. */
+BRISK_INTERNAL void segment_set_set_owner(segment_set_t *set, uintptr_t tid);
+/* Tie a huge block to a set: its frees then go through the set's owner,
+ * and segment_set_release_all unmaps it. */
+BRISK_INTERNAL void segment_set_adopt_huge(segment_set_t *set, segment_t *seg);
+/* The owner frees a huge block of its set. */
+BRISK_INTERNAL void segment_set_free_huge(segment_set_t *set, page_t *pg);
+
+/* The memory kept for all heaps: the pool of empty segments and the huge
+ * cache and tails; returns what is past the delay (all when force). */
+BRISK_INTERNAL void segments_maintain(bool force);
+
+#endif
