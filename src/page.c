@@ -2,6 +2,7 @@
  * carving blocks from fresh memory, and retiring empty pages. */
 #include <string.h>
 
+#include "list.h"
 #include "page.h"
 #include "report.h"
 #include "counters.h"
@@ -35,11 +36,7 @@ static void direct_update(heap_t *h, unsigned c) {
  * the free fast path never sees it run empty. */
 static void queue_remove(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
   bool was_head = q->first == pg;
-  if (pg->prev) pg->prev->next = pg->next;
-  else q->first = pg->next;
-  if (pg->next) pg->next->prev = pg->prev;
-  else q->last = pg->prev;
-  pg->next = pg->prev = NULL;
+  LIST_REMOVE(q, pg, next, prev);
   if (was_head && c != 0) {
     pg->used -= PAGE_USED_BIAS;
     if (q->first) q->first->used += PAGE_USED_BIAS;
@@ -48,11 +45,7 @@ static void queue_remove(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
 }
 
 static void queue_push_back(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
-  pg->next = NULL;
-  pg->prev = q->last;
-  if (q->last) q->last->next = pg;
-  else q->first = pg;
-  q->last = pg;
+  LIST_PUSH_BACK(q, pg, next, prev);
   if (q->first == pg && c != 0) {
     pg->used += PAGE_USED_BIAS;
     direct_update(h, c);
@@ -61,11 +54,7 @@ static void queue_push_back(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) 
 
 static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
   page_t *old = q->first;
-  pg->prev = NULL;
-  pg->next = old;
-  if (old) old->prev = pg;
-  else q->last = pg;
-  q->first = pg;
+  LIST_PUSH_FRONT(q, pg, next, prev);
   if (c != 0) {
     if (old) old->used -= PAGE_USED_BIAS;
     pg->used += PAGE_USED_BIAS;
