@@ -6,7 +6,9 @@
  * instructions, a local free 37 (the registry lookup, the exact block
  * index and the double-free test included); a malloc(32)/free pair with
  * its calling loop 67 under callgrind. bench/fastpath_counts.txt keeps the
- * measured count and tests/test_fastpath_counts.sh fails if it grows.
+ * measured counts (scripts/fastpath_counts.sh writes it); the test
+ * tests/test_fastpath_counts.sh fails if one grows, and if one falls until
+ * the record is written again.
  */
 #ifndef BRISK_ALLOC_INLINE_H
 #define BRISK_ALLOC_INLINE_H
