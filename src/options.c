@@ -40,6 +40,14 @@ static bool parse_value(const char *name, const char *s, int64_t *out) {
   return parse_int(s, out);
 }
 
+/* One line of BRISK_VERBOSE: the value as the user would write it. */
+static void option_show(const char *name, int64_t value, const char *desc) {
+  if (strcmp(name, "ON_ERROR") == 0)
+    report_info("option BRISK_%s=%s (%s)", name, value == ON_ERROR_ABORT ? "abort" : "report", desc);
+  else
+    report_info("option BRISK_%s=%lld (%s)", name, (long long)value, desc);
+}
+
 /* Set once the environment has been read. A program whose first malloc
  * runs before libc has set `environ` (a .preinit_array function, as the
  * sanitizer runtimes have) reads it again from brisk's constructor. */
@@ -87,8 +95,7 @@ void options_init(void) {
     os_fault_injection(brisk_options.fault_after,
                        (uint32_t)(brisk_options.fault_rate < 0 ? 0 : brisk_options.fault_rate));
   if (brisk_options.verbose) {
-#define BRISK_OPTION_SHOW(field, NAME, def, desc) \
-    report_info("option BRISK_" #NAME "=%d (%s)", (int)brisk_options.field, desc);
+#define BRISK_OPTION_SHOW(field, NAME, def, desc) option_show(#NAME, brisk_options.field, desc);
     BRISK_OPTIONS(BRISK_OPTION_SHOW)
 #undef BRISK_OPTION_SHOW
   }

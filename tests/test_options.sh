@@ -3,8 +3,12 @@
 # LD_PRELOAD=$BRISKTEST_LIB with an otherwise clean environment (env -i, so no
 # BRISK_* variable from the caller leaks in):
 #   - no option: no output on stderr, program output unchanged
-#   - BRISK_SHOW_STATS=1 prints statistics to stderr at exit; =0 prints nothing
-#   - BRISK_VERBOSE=1 runs normally
+#   - BRISK_SHOW_STATS=1 prints, at exit, a header and one line per
+#     statistic of src/counters.h with its value (and peak); =0 prints nothing
+#   - BRISK_VERBOSE=1 prints one line per option of src/options.h with the
+#     value in force, and nothing else; =0 prints nothing
+#   - BRISK_SEGMENT_CACHE and BRISK_PURGE_DELAY change what a program keeps
+#     after freeing a 256 MiB burst (tests/memory_probe.c)
 #   - an unknown BRISK_* name gives "brisk: warning: unknown option BRISK_X"
 #     (once per name); names that merely look similar (BRISKY) are not ours
 #   - BRISK_ON_ERROR=bogus gives a warning naming BRISK_ON_ERROR; =abort none
@@ -44,22 +48,43 @@ if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISKY=1 (not a BRISK_ name)" "
 else ok "BRISKY=1 is not reported"; fi
 
 # --- BRISK_SHOW_STATS -------------------------------------------------------
-check_stats() { # name
+# The statistics' names and kinds, from their one list (src/counters.h).
+src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+stat_fields=$(sed -n 's/^ *X(\([a-z_]*\), \(COUNT\|LEVEL\),.*/\1 \2/p' "$src/src/counters.h")
+[ -n "$stat_fields" ] || { echo "[options] FAILED: no statistics found in src/counters.h"; exit 1; }
+
+# check_stats NAME: stderr is the header and exactly one well-formed line per
+# statistic, in the list's order: "brisk:   name: N  (...)", or for a level
+# "brisk:   name: N, peak P  (...)" with P >= N.
+check_stats() {
   if [ $rc -ne 0 ]; then bad "$1" "program exited $rc"; show; return; fi
-  if ! grep -qi 'brisk' "$tmp/err"; then bad "$1" "no statistics on stderr (no word 'brisk')"; show; return; fi
-  if ! grep -Eqi 'alloc|malloc|free|peak|rss|bytes|heap|page|segment|span|mapped|reserved|committed|purge' "$tmp/err" \
-     || ! grep -q '[0-9]' "$tmp/err"; then
-    bad "$1" "stderr has no statistics text (counters/bytes)"; show; return
+  local want got
+  want=$( { echo "brisk: brisk statistics:"; while read -r f k; do echo "$f $k"; done <<<"$stat_fields"; } )
+  got=$(sed -E -e 's/^brisk:   ([a-z_]+): (-?[0-9]+), peak (-?[0-9]+)  \(.*\)$/\1 LEVEL \2 \3/;t' \
+               -e 's/^brisk:   ([a-z_]+): (-?[0-9]+)  \(.*\)$/\1 COUNT \2/;t' \
+               -e '/^brisk: brisk statistics:$/b' -e 's/^/unexpected line: /' "$tmp/err" |
+        awk '$2 == "LEVEL" && $4 + 0 < $3 + 0 { print "peak below value: " $0; next }
+             $2 == "LEVEL" || $2 == "COUNT" { print $1 " " $2; next } { print }')
+  if [ "$got" != "$want" ]; then
+    bad "$1" "the statistics are not one line per field of src/counters.h"
+    diff <(echo "$want") <(echo "$got") | head -10 | sed 's/^/      /'
+    return
   fi
-  if grep -q 'brisk: error' "$tmp/err"; then bad "$1" "an error line was printed"; show; return; fi
-  ok "$1 ($(wc -l <"$tmp/err") lines of stats on stderr)"
+  ok "$1 ($(wc -l <"$tmp/err") lines: the header and every statistic)"
 }
+# stat NAME [peak]: a value from the last statistics printed.
+stat() { sed -E -n 's/^brisk:   ([a-z_]+): (-?[0-9]+)(, peak (-?[0-9]+))?  .*/\1 \2 \4/p' "$tmp/err" |
+  awk -v f="$1" -v p="${2:-}" '$1 == f { v = (p == "peak") ? $3 : $2 } END { print v + 0 }'; }
 run BRISK_SHOW_STATS=1 -- /bin/true
 check_stats "BRISK_SHOW_STATS=1 /bin/true"
 run BRISK_SHOW_STATS=1 -- /usr/bin/python3 -c 'x = [bytearray(i % 3000) for i in range(20000)]; print(len(x))'
 check_stats "BRISK_SHOW_STATS=1 python3 (allocating)"
 if [ "$(cat "$tmp/out")" != "20000" ]; then bad "BRISK_SHOW_STATS=1 python3" "stdout changed: $(head -c 200 "$tmp/out")"; fi
-grep -q '[1-9]' "$tmp/err" || bad "BRISK_SHOW_STATS=1 python3" "all statistics are zero after 20000 allocations"
+if [ "$(stat mmap_calls)" -lt 1 ] || [ "$(stat mapped_bytes peak)" -lt 4194304 ] || [ "$(stat segments peak)" -lt 1 ] \
+   || [ "$(stat heaps peak)" -lt 1 ]; then
+  bad "BRISK_SHOW_STATS=1 python3" "after 20000 allocations: mmap_calls $(stat mmap_calls), peak mapped_bytes" \
+      "$(stat mapped_bytes peak), peak segments $(stat segments peak), peak heaps $(stat heaps peak)"
+else ok "BRISK_SHOW_STATS=1 python3: $(stat mmap_calls) mmap calls, $(stat mapped_bytes peak) bytes mapped at the peak"; fi
 # ls (coreutils) closes stdout and stderr itself at exit (gnulib close_stdout),
 # before brisk's exit hook runs: the statistics must still come out.
 run BRISK_SHOW_STATS=1 -- ls /
@@ -70,11 +95,28 @@ if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISK_SHOW_STATS=0" "rc=$rc, ex
 else ok "BRISK_SHOW_STATS=0 prints nothing"; fi
 
 # --- BRISK_VERBOSE ------------------------------------------------------------
-run BRISK_VERBOSE=1 -- ls /
+# Every option of the table (src/options.h), once, with the value in force.
+options=$(sed -n 's/^ *X([a-z_]*, \([A-Z_]*\),.*/\1/p' "$src/src/options.h")
+[ -n "$options" ] || { echo "[options] FAILED: no options found in src/options.h"; exit 1; }
+run BRISK_VERBOSE=1 BRISK_PURGE_DELAY=7 BRISK_SEGMENT_CACHE=3 BRISK_ON_ERROR=abort -- ls /
 if [ $rc -ne 0 ]; then bad "BRISK_VERBOSE=1" "ls exited $rc"; show
 elif ! cmp -s "$tmp/out" "$tmp/ls.ref"; then bad "BRISK_VERBOSE=1" "ls output changed"
-elif grep -q 'brisk: error' "$tmp/err"; then bad "BRISK_VERBOSE=1" "an error line was printed"; show
-else ok "BRISK_VERBOSE=1 ($(wc -l <"$tmp/err") lines on stderr)"; fi
+else
+  missing=""
+  for o in $options; do
+    [ "$(grep -c "^brisk: option BRISK_$o=" "$tmp/err")" = 1 ] || missing="$missing $o"
+  done
+  if [ -n "$missing" ]; then bad "BRISK_VERBOSE=1" "no single line for:$missing"; show
+  elif [ "$(grep -vc '^brisk: option BRISK_[A-Z_]*=[^ ]* (.*)$' "$tmp/err")" != 0 ]; then
+    bad "BRISK_VERBOSE=1" "lines other than the options"; show
+  elif ! grep -q '^brisk: option BRISK_PURGE_DELAY=7 ' "$tmp/err" || ! grep -q '^brisk: option BRISK_SEGMENT_CACHE=3 ' "$tmp/err" \
+       || ! grep -q '^brisk: option BRISK_ON_ERROR=abort ' "$tmp/err" || ! grep -q '^brisk: option BRISK_VERBOSE=1 ' "$tmp/err"; then
+    bad "BRISK_VERBOSE=1" "the values in force are not the ones set"; show
+  else ok "BRISK_VERBOSE=1: $(wc -l <"$tmp/err") option lines with the values set"; fi
+fi
+run BRISK_VERBOSE=0 -- ls /
+if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISK_VERBOSE=0" "rc=$rc, expected no output on stderr"; show
+else ok "BRISK_VERBOSE=0 prints nothing"; fi
 
 # --- unknown options -------------------------------------------------------
 run BRISK_NOSUCH=1 -- ls /
@@ -106,6 +148,45 @@ else ok "BRISK_ON_ERROR=bogus -> $(grep -m1 'BRISK_ON_ERROR' "$tmp/err")"; fi
 run BRISK_ON_ERROR=abort -- ls /
 if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISK_ON_ERROR=abort" "a valid value must be silent (rc=$rc)"; show
 else ok "BRISK_ON_ERROR=abort accepted silently"; fi
+
+# --- BRISK_SEGMENT_CACHE and BRISK_PURGE_DELAY: a 256 MiB burst freed -------
+probe=${BRISKTEST_BIN_DIR:-$src/build/tests}/memory_probe
+if [ ! -x "$probe" ]; then bad "memory options" "no memory probe at $probe"; else
+# probe VAR=value... -- SCENARIO AT_MS: runs it; field NAME reads the last SAMPLE.
+probe() {
+  local vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  env -i PATH=/usr/bin:/bin LD_PRELOAD="$lib" "${vars[@]}" "$probe" "$1" 64 256 "$2" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  grep -q '^DONE$' "$tmp/out" || rc=99
+}
+field() { awk -v f="$1" '/^SAMPLE/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }' "$tmp/out"; }
+pct_below() { awk -v p="$(field pct)" -v m="$1" 'BEGIN { exit !(p < m) }'; }
+summary() { echo "segments $(field segments), RSS $(field pct)% of the burst, $(field purged_bytes) bytes purged, $(field munmap_calls) munmaps"; }
+
+probe BRISK_SEGMENT_CACHE=0 -- sleep 0
+if [ $rc -ne 0 ] || [ "$(field segments)" -gt 2 ] || ! pct_below 5; then
+  bad "BRISK_SEGMENT_CACHE=0" "empty segments must be unmapped at once: $(summary)"; show
+else ok "BRISK_SEGMENT_CACHE=0: right after the frees, $(summary)"; fi
+probe BRISK_SEGMENT_CACHE=8 -- sleep 0
+if [ $rc -ne 0 ] || [ "$(field segments)" -lt 8 ] || [ "$(field segments)" -gt 10 ]; then
+  bad "BRISK_SEGMENT_CACHE=8" "expected 8 kept segments and at most 2 in use: $(summary)"; show
+else ok "BRISK_SEGMENT_CACHE=8: right after the frees, $(summary)"; fi
+probe -- sleep 0
+if [ $rc -ne 0 ] || [ "$(field segments)" -lt 32 ] || [ "$(field segments)" -gt 34 ]; then
+  bad "BRISK_SEGMENT_CACHE default" "expected 32 kept segments and at most 2 in use: $(summary)"; show
+else ok "BRISK_SEGMENT_CACHE default (32): right after the frees, $(summary)"; fi
+
+probe BRISK_PURGE_DELAY=0 -- sleep 0
+if [ $rc -ne 0 ] || [ "$(field purged_bytes)" -le 0 ] || ! pct_below 5; then
+  bad "BRISK_PURGE_DELAY=0" "kept segments must be purged at once: $(summary)"; show
+else ok "BRISK_PURGE_DELAY=0: right after the frees, $(summary)"; fi
+probe BRISK_PURGE_DELAY=-1 -- classcache 300
+if [ $rc -ne 0 ] || [ "$(field purged_bytes)" != 0 ] || pct_below 40; then
+  bad "BRISK_PURGE_DELAY=-1" "nothing may be purged: $(summary)"; show
+else ok "BRISK_PURGE_DELAY=-1: after 300 ms of allocation, $(summary)"; fi
+fi
 
 if [ $fails -ne 0 ]; then echo "[options] FAILED: $fails checks"; exit 1; fi
 echo "[options] all checks passed"
