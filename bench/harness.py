@@ -20,8 +20,8 @@ geometric-mean row. An A/A column runs a second copy of the reference
 library as if it were another allocator: differences smaller than its
 spread are noise.
 
-Output: a markdown report on stdout, and under bench/results/ (or
---results-dir) <stem>.csv (medians and ratios), <stem>-runs.csv (every
+Output: a markdown report on stdout, and under bench/out/ (ignored by git;
+or --results-dir) <stem>.csv (medians and ratios), <stem>-runs.csv (every
 run), <stem>.json (everything), <stem>-time.png and <stem>-rss.png.
 
 --scaling 1,2,4,8,16 runs each selected workload (default: larson and
@@ -66,7 +66,7 @@ ROOT = os.path.dirname(HERE)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runner import (  # noqa: E402  (the harness is run as a script)
-    PEER_PACKAGES, TIER_RUNS, TIER_TIMEOUT, WORKLOADS, Child, child_env, failure_text,
+    BUILT_RELEASE, PEER_PACKAGES, TIER_RUNS, TIER_TIMEOUT, WORKLOADS, Child, child_env, failure_text,
     load_workloads, make_aa, package_version, parse_output, resolve_allocators, run_one,
     select_workloads, snapshot, workload_argv, workload_available, wrap)
 
@@ -154,6 +154,33 @@ def summarize(records, workloads, allocs, ref_name, aa_name):
     return cells, geo, aa
 
 
+# A workload dominates a geometric mean when leaving it out moves the mean
+# by more than this (relative): the report then gives the mean without it.
+DOMINANT_MOVE = 0.03
+
+
+def dominant(ratios):
+    """ratios: {workload: ratio}. Returns (workload, geomean without it) for
+    the workload whose removal moves the geometric mean most, if that move
+    is above DOMINANT_MOVE; else None."""
+    vals = {w: r for w, r in ratios.items() if r is not None and r > 0}
+    if len(vals) < 3:
+        return None
+    full = geomean(list(vals.values()))
+    best = None
+    for w in vals:
+        rest = geomean([r for x, r in vals.items() if x != w])
+        move = abs(math.log(rest / full))
+        if best is None or move > best[2]:
+            best = (w, rest, move)
+    return (best[0], best[1]) if best[2] > math.log1p(DOMINANT_MOVE) else None
+
+
+def within_noise(r, aa):
+    """Is ratio r no farther from 1 than the A/A ratio of its row?"""
+    return r is not None and aa is not None and abs(r - 1) <= abs(aa - 1)
+
+
 def fmt_time(s):
     if s is None:
         return "-"
@@ -224,16 +251,20 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
         if key == "time":
             header.append("%s spread" % ref_name)
         rows = []
+        noisy = 0
         for w in workloads:
             ref = cells[(w["name"], ref_name)]
             row = [w["name"], cell_text(ref, key, fmt)]
+            aa_r = cells[(w["name"], aa_name)][rkey] if aa_name else None
             for a in others:
                 c = cells[(w["name"], a.name)]
                 if c["ok"] == 0 or ref["ok"] == 0 or c[rkey] is None:
                     row.append(cell_text(c, key, fmt) if c["ok"] == 0 else fmt(c[key]))
                 else:
-                    row.append(fmt_ratio(c[rkey]) + ("" if not c["failed"] else " (%d failed)"
-                                                     % c["failed"]))
+                    mark = "~" if within_noise(c[rkey], aa_r) else ""
+                    noisy += bool(mark)
+                    row.append(fmt_ratio(c[rkey]) + mark + ("" if not c["failed"] else
+                                                            " (%d failed)" % c["failed"]))
             if aa_name:
                 row.append(fmt_ratio(cells[(w["name"], aa_name)][rkey]))
             if key == "time":
@@ -245,8 +276,22 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
         if key == "time":
             grow.append("")
         rows.append(["**%s**" % x if x else x for x in grow])
+        # A workload that dominates a mean: the mean without it, beside.
+        drow, any_dom = ["geomean without its dominant workload", ""], False
+        for a in others + ([allocs[[x.name for x in allocs].index(aa_name)]] if aa_name else []):
+            d = dominant({w["name"]: cells[(w["name"], a.name)][rkey] for w in workloads})
+            drow.append("%s (w/o %s)" % (fmt_ratio(d[1]), d[0]) if d else "-")
+            any_dom |= d is not None
+        if key == "time":
+            drow.append("")
+        if any_dom:
+            rows.append(drow)
         lines.append(md_table(header, rows))
         lines.append("")
+        if noisy:
+            lines.append("~ marks a ratio no farther from 1 than the A/A ratio of its row: on "
+                         "that workload the difference is within the noise of this run.")
+            lines.append("")
         if aa:
             dev = aa["time_max_dev"] if key == "time" else aa["rss_max_dev"]
             lines.append("A/A check: %s-aa (a second copy of the same library) differs from %s "
@@ -480,7 +525,7 @@ def parse_args(argv):
                                                           os.path.join(ROOT, "build")))
     p.add_argument("--brisk-lib", help="default: BUILD_DIR/libbrisk.so")
     p.add_argument("--bin-dir", help="default: BUILD_DIR/bench")
-    p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--results-dir", default=os.path.join(HERE, "out"))
     p.add_argument("--stem", help="output file name stem (default MODE-DATE)")
     p.add_argument("--workloads-file", help="JSON list of workloads replacing the built-in ones")
     p.add_argument("--timeout", type=float, help="seconds per run before it is killed")
@@ -668,9 +713,13 @@ def _versions(allocs, brisk_lib):
             try:
                 with open(a.lib, "rb") as f:
                     digest = hashlib.sha256(f.read()).hexdigest()[:12]
-                v[a.name] = "%s%s sha256:%s" % (
-                    os.path.relpath(src, ROOT) if src.startswith(ROOT) else src,
-                    " (copy)" if a.kind == "aa" else "", digest)
+                where = os.path.relpath(src, ROOT) if src.startswith(ROOT) else src
+                if a.kind == "built":
+                    v[a.name] = "%s (%s sha256:%s)" % (BUILT_RELEASE[a.name],
+                                                       os.path.basename(src), digest)
+                else:
+                    v[a.name] = "%s%s sha256:%s" % (where, " (copy)" if a.kind == "aa" else "",
+                                                    digest)
             except OSError:
                 v[a.name] = src
     for pkg in ("libzmq5", "redis-server"):

@@ -12,7 +12,7 @@ running. bench_rss_return (bench/rss_return.c) allocates, writes, checks and
 frees the burst, then does light malloc/free work for SECONDS and samples
 its RSS every 10 ms. This script runs it under every peer (LD_PRELOAD, found
 the way bench/harness.py finds them; runs interleaved, the order rotated
-each run), and writes under bench/results/ (or --results-dir):
+each run), and writes under bench/out/ (or --results-dir):
 
     rss-return-<date>.csv   allocator,run,t_ms,rss_kib: every sample
     rss-return-<date>.json  the runs, their samples and the summary
@@ -309,7 +309,7 @@ def parse_args(argv):
                                                           os.path.join(ROOT, "build")))
     p.add_argument("--brisk-lib", help="default: BUILD_DIR/libbrisk.so")
     p.add_argument("--bin-dir", help="default: BUILD_DIR/bench")
-    p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--results-dir", default=os.path.join(HERE, "out"))
     p.add_argument("--stem", help="output file name stem (default rss-return-DATE)")
     p.add_argument("--timeout", type=float, help="seconds per run before it is killed")
     p.add_argument("--no-charts", action="store_true")

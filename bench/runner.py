@@ -34,6 +34,34 @@ PEERS = [
     ("tbbmalloc", ["libtbbmalloc_proxy.so.2"], "libtbbmalloc2"),
 ]
 PEER_PACKAGES = {name: pkg for name, _, pkg in PEERS if pkg}
+
+# The newest releases, which Debian does not package, built from source
+# (see docs/BENCHMARKS.md for how): name, library file, release. They are
+# looked for in the directories of BRISK_PEER_DIR (colon-separated), then in
+# shared/peers beside the checkout; those found join the standard set.
+# The secure builds are known by name but run only when asked for.
+BUILT_PEERS = [
+    ("mimalloc3", "libmimalloc3.so", "mimalloc v3.4.3", True),
+    ("snmalloc", "libsnmalloc.so", "snmalloc 0.7.5", True),
+    ("rpmalloc", "librpmalloc.so", "rpmalloc 2.0.1", True),
+    ("mimalloc3-secure", "libmimalloc3-secure.so", "mimalloc v3.4.3, secure build", False),
+    ("snmalloc-checks", "libsnmalloc-checks.so", "snmalloc 0.7.5, checked build", False),
+]
+BUILT_RELEASE = {name: release for name, _, release, _ in BUILT_PEERS}
+
+
+def peer_dirs():
+    dirs = [d for d in os.environ.get("BRISK_PEER_DIR", "").split(":") if d]
+    dirs.append(os.path.join(os.path.dirname(ROOT), "shared", "peers"))
+    return dirs
+
+
+def find_built_peer(filename):
+    for d in peer_dirs():
+        p = os.path.join(d, filename)
+        if os.path.exists(p):
+            return os.path.abspath(p)
+    return None
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/lib"]
 
@@ -45,7 +73,7 @@ class Allocator:
     def __init__(self, name, lib=None, kind="peer"):
         self.name = name
         self.lib = lib
-        self.kind = kind  # peer | custom | aa
+        self.kind = kind  # peer (Debian) | built (BUILT_PEERS) | custom | aa
         self.source = lib  # where lib was copied from (see snapshot)
 
     def preload(self, workload, glibc_forward):
@@ -128,10 +156,13 @@ def resolve_allocators(spec, brisk_lib, install, log):
                 items.append((part, None))
     else:
         items = [(name, None) for name, _, _ in PEERS]
+        items += [(name, None) for name, f, _, default in BUILT_PEERS
+                  if default and find_built_peer(f)]
     names = [n for n, _ in items]
     if len(set(names)) != len(names):
         raise SystemExit("harness: an allocator is named twice in --alloc")
     known = {name: sonames for name, sonames, _ in PEERS}
+    built = {name: f for name, f, _, _ in BUILT_PEERS}
     cache = None
     resolved, missing = [], []
     for name, path in items:
@@ -152,6 +183,12 @@ def resolve_allocators(spec, brisk_lib, install, log):
                                  % brisk_lib)
             else:
                 notes.append("brisk: %s not found; build it with cmake --build build" % brisk_lib)
+        elif name in built:
+            lib = find_built_peer(built[name])
+            if lib is None:
+                raise SystemExit("harness: %s: %s not found in %s (or name it: %s=/path/%s)"
+                                 % (name, built[name], ":".join(peer_dirs()), name, built[name]))
+            resolved.append(Allocator(name, lib, "built"))
         elif name in known:
             if cache is None:
                 cache = ldconfig_map()
@@ -163,7 +200,7 @@ def resolve_allocators(spec, brisk_lib, install, log):
                 resolved.append(Allocator(name, None, "missing"))
         else:
             raise SystemExit("harness: unknown allocator '%s' (known: %s; or NAME=/path/lib.so)"
-                             % (name, ", ".join(known)))
+                             % (name, ", ".join(list(known) + list(built))))
     if missing:
         pkgs = [PEER_PACKAGES[m] for m in missing]
         if install and install_packages(pkgs, log):

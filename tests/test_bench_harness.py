@@ -43,7 +43,7 @@ FAKE = r'''#!/bin/sh
 name=$1; size=$2; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
 echo "$name $alloc $run ${LD_PRELOAD:--}" >> "$FAKE_LOG"
 case $alloc in
-  brisk) base=1000 ;; fast) base=500 ;; slow) base=2000 ;; brisk-aa) base=1020 ;;
+  brisk) base=1000 ;; fast) base=500 ;; slow) base=2000 ;; brisk-aa) base=1020 ;; near) base=1010 ;;
   broken) echo "CHECK FAILED: fake corruption" >&2; exit 3 ;;
   crashy) kill -SEGV $$; exit 1 ;;
   *) base=1 ;;
@@ -532,6 +532,38 @@ def test_syscalls_mode(env):
     assert len(rows) == 1 and rows[0]["allocator"] == "brisk"
     assert int(rows[0]["mmap"]) > 0, rows  # the shell maps its libraries
     assert "| workload | allocator | mmap | munmap | madvise |" in r.stdout
+
+
+def test_dominant():
+    # one workload 30x: the mean without it is given, and it is 1.0
+    d = harness.dominant({"a": 1.0, "b": 1.0, "c": 1.0, "large": 30.0})
+    assert d is not None and d[0] == "large" and close(d[1], 1.0, 1e-9), d
+    # the largest mover is named even when several move the mean
+    d = harness.dominant({"a": 0.5, "b": 1.0, "c": 1.0, "d": 4.0})
+    assert d is not None and d[0] == "d" and close(d[1], (0.5) ** (1 / 3), 1e-9), d
+    # nothing moves it by more than 3%: no such row
+    assert harness.dominant({"a": 1.0, "b": 1.05, "c": 0.97, "d": 1.02}) is None
+    # fewer than three workloads, or missing ratios, do not count
+    assert harness.dominant({"a": 1.0, "b": 9.0}) is None
+    assert harness.dominant({"a": 1.0, "b": None, "c": 9.0}) is None
+
+
+def test_within_noise():
+    assert harness.within_noise(1.02, 0.97)
+    assert harness.within_noise(0.98, 1.02)
+    assert not harness.within_noise(1.04, 0.97)
+    assert not harness.within_noise(None, 1.1) and not harness.within_noise(1.0, None)
+
+
+def test_noise_marked_in_report(env):
+    # "near" is 1% slower than brisk, the A/A copy 2%: its ratio is marked,
+    # the others' are not
+    r = env.run("--quick", "--alloc", "brisk=none,near=none,slow=none", "--runs", "3",
+                "--stem", "noise")
+    assert r.returncode == 0, r.stderr + r.stdout
+    rows = [l for l in r.stdout.splitlines() if l.startswith("| alpha |")]
+    assert rows and "| 1.01~ |" in rows[0] and "| 1.99 |" in rows[0], rows
+    assert "~ marks a ratio no farther from 1 than the A/A ratio" in r.stdout
 
 
 def main():
