@@ -148,5 +148,5 @@ void alloc_stats_sync(void) {
 void alloc_collect(void) {
   heap_t *h = thread_heap();
   if (h->kind != HEAP_KIND_STATIC) heap_collect(h, true);
-  segments_maintain(true);
+  segments_maintain(os_now_ms(), true);
 }

@@ -97,6 +97,10 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define HOUSEKEEPING_PURGE_EVERY 8
 #define REFILL_SLOW_EVERY 8
 
+/* The background purger tries a heap again this many ms later when its
+ * owner held the heap's lock. */
+#define PURGE_RETRY_MS 10
+
 /* realloc keeps a block it shrinks unless that would leave more than half
  * of it unused, and always keeps blocks of up to REALLOC_KEEP_SMALL bytes;
  * a block above REALLOC_GROW_MIN bytes grows by at least 1/REALLOC_GROW_STEP

@@ -30,6 +30,9 @@
   X(heaps_abandoned, COUNT, "heaps abandoned by exiting threads")             \
   X(heaps_adopted, COUNT, "abandoned heaps adopted by new threads")           \
   X(foreign_frees, COUNT, "pointers forwarded to the previous allocator")     \
+  X(background_threads, LEVEL, "background purger threads running (0 or 1)")  \
+  X(background_rounds, COUNT, "purge rounds of the background thread")        \
+  X(background_wakeups, COUNT, "times the background thread woke up")        \
   X(errors, COUNT, "bad inputs reported")
 
 typedef struct brisk_stats_s {

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "atomics.h"
+#include "background.h"
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
@@ -197,6 +198,7 @@ static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
   }
   if ((pg->flags & PAGE_HUGE) && atomic_load_explicit(&seg->heap, memory_order_relaxed) == NULL) {
     huge_free(pg);
+    background_poll();
     return;
   }
   block_t *b = (block_t *)p;

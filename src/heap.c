@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "atomics.h"
+#include "background.h"
 #include "guard.h"
 #include "heap.h"
 #include "huge.h"
@@ -235,10 +236,37 @@ static void heap_serve_abandoned(heap_t *dst) {
   atomic_store_release(&dst->state, HEAP_ABANDONED);
 }
 
+static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
+
+uint64_t heaps_background_round(uint64_t now) {
+  uint64_t next = 0;
+  for (heap_t *h = heap_first(); h; h = h->next_all) {
+    int s = atomic_load_relaxed(&h->state);
+    if (s == HEAP_OWNED) {
+      /* The owner may be running: only the free slices, under its lock. */
+      next = earlier(next, segment_set_purge_idle(&h->segments, now));
+    } else if (s == HEAP_ABANDONED) {
+      /* No owner: serve it whole, as a freeing thread would. */
+      int expected = HEAP_ABANDONED;
+      if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) {
+        next = earlier(next, now + PURGE_RETRY_MS);
+        continue;
+      }
+      heap_drain_inbox(h);
+      class_cache_flush(h);
+      heap_retire_empty_heads(h);
+      next = earlier(next, segment_set_purge_idle(&h->segments, now));
+      atomic_store_release(&h->state, HEAP_ABANDONED);
+    }
+  }
+  return earlier(next, segments_maintain(now, false));
+}
+
 /* ---------------------------------------------------------------------------
  * Housekeeping: run on the slow path when a page runs dry.
  * ------------------------------------------------------------------------- */
 void heap_housekeeping(heap_t *h) {
+  background_poll();
   heap_drain_inbox(h);
   heap_flush_outbox(h);
   /* The purge reads the clock: on every eighth slow path only, which on a
@@ -254,6 +282,7 @@ void heap_collect(heap_t *h, bool force) {
   heap_retire_empty_heads(h);
   segment_set_purge(&h->segments, force);
   heap_stats_publish(h);
+  background_poll();
 }
 
 void heap_abandon(heap_t *h) {
@@ -283,14 +312,17 @@ void heap_destroy(heap_t *h) {
   h->segments.owner_tid = 0;
   STAT_LEVEL(heaps, -1);
   atomic_store_release(&h->state, HEAP_FREE);
+  background_poll();
 }
 
 void heap_orphan_others(uintptr_t tid) {
   for (heap_t *h = heap_first(); h; h = h->next_all) {
     int s = atomic_load_relaxed(&h->state);
     if (h->tid != tid && (s == HEAP_OWNED || s == HEAP_BUSY)) {
-      /* Its lists may have been mid-update when the parent forked. */
+      /* Its lists may have been mid-update when the parent forked, and its
+       * set's lock held by a thread the child does not have. */
       atomic_store_relaxed(&h->state, HEAP_ORPHANED);
+      lock_reset(&h->segments.lock);
       segment_set_set_owner(&h->segments, 0);
     }
   }
@@ -332,6 +364,7 @@ static void *alloc_huge(heap_t *h, size_t size, size_t alignment) {
   page_t *pg = huge_alloc(size, alignment);
   if (pg == NULL) return NULL;
   if (h->kind == HEAP_KIND_USER) segment_set_adopt_huge(&h->segments, segment_of_page(pg));
+  background_poll();
   return pg->start;
 }
 

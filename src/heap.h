@@ -17,6 +17,10 @@ BRISK_INTERNAL void heap_destroy(heap_t *h);
  * segments, as JSON; the owner's view. */
 BRISK_INTERNAL size_t heap_stats_json(heap_t *h, char *buf, size_t len);
 BRISK_INTERNAL void heap_collect(heap_t *h, bool force);
+/* A round of the background purger (background.h): the free slices of
+ * every heap, abandoned heaps whole, the pool and the huge cache; returns
+ * the next deadline (0: none). */
+BRISK_INTERNAL uint64_t heaps_background_round(uint64_t now);
 BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
 /* heap_alloc for a size of class c (<= MEDIUM_MAX) once c's class cache

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "atomics.h"
+#include "background.h"
 #include "guard.h"
 #include "list.h"
 #include "options.h"
@@ -112,23 +113,44 @@ static bool huge_grow(segment_t *seg, size_t need) {
   return true;
 }
 
-/* Give back the tails older than the delay (all when forced). Done under
- * the lock, so that the block's free or realloc never sees a trim half
- * done; a tail is trimmed once, at most once per delay. If the shrink
- * fails, the tail stays with its block until the block is freed. */
-static void huge_tails_expire_locked(uint64_t now, bool force) {
+/* A tail to trim: the block keeps `keep` bytes of its mapping. */
+typedef struct {
+  segment_t *seg;
+  size_t keep;
+} huge_trim_t;
+
+#define HUGE_TRIMS_PER_PASS 16
+
+/* Take the tails older than the delay (all when forced) off the tail list
+ * into trims[] and mark their blocks trimming; returns how many. The trim
+ * itself (mremap) runs without the lock; meanwhile the block's own free or
+ * realloc waits in huge_tail_detach, so it never sees a trim half done. */
+static size_t huge_tails_expire_locked(uint64_t now, bool force, huge_trim_t *trims) {
   uint64_t delay = options_purge_delay_ms();
+  size_t n = 0;
   segment_t *seg = huge_tails.first;
-  while (seg) {
+  while (seg && n < HUGE_TRIMS_PER_PASS) {
     segment_t *next = seg->tail_next;
     if (force || now >= seg->tail_since_ms + delay) {
-      size_t old = seg->mapped_size;
-      size_t keep = old - seg->tail_bytes;
+      trims[n++] = (huge_trim_t){seg, seg->mapped_size - seg->tail_bytes};
       huge_tail_unlink_locked(seg);
-      if (huge_shrink(seg, keep)) STAT_LEVEL(huge_bytes, (int64_t)keep - (int64_t)old);
+      seg->trimming = 1;
     }
     seg = next;
   }
+  return n;
+}
+
+static void huge_trim(huge_trim_t *trims, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    size_t old = trims[i].seg->mapped_size;
+    if (huge_shrink(trims[i].seg, trims[i].keep))
+      STAT_LEVEL(huge_bytes, (int64_t)trims[i].keep - (int64_t)old);
+  }
+  if (n == 0) return;
+  lock_acquire(&huge_guard);
+  for (size_t i = 0; i < n; i++) trims[i].seg->trimming = 0;
+  lock_release(&huge_guard);
 }
 
 /* Move expired entries (all when forced) to *out, linked by next. */
@@ -212,8 +234,6 @@ static bool huge_cache_put(segment_t *seg) {
   seg->idle_since_ms = now;
   segment_t *drop = NULL;
   lock_acquire(&huge_guard);
-  huge_cache_expire_locked(now, false, &drop);
-  huge_tails_expire_locked(now, false);
   /* Make room: the oldest go first. */
   bool kept = huge_make_room_locked(seg->mapped_size, HUGE_CACHE_SLOTS - 1, &drop);
   if (kept) {
@@ -224,6 +244,8 @@ static bool huge_cache_put(segment_t *seg) {
   }
   lock_release(&huge_guard);
   huge_unmap_list(drop);
+  if (kept) background_schedule(now + options_purge_delay_ms(), true);
+  huge_maintain(now, false);
   return kept;
 }
 
@@ -252,6 +274,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   seg->destroyed = 0;
   seg->free_slices = 0;
   seg->tail_bytes = 0;
+  seg->trimming = 0;
   page_t *pg = &seg->pages[0];
   memset(pg, 0, sizeof(*pg));
   pg->start = (uint8_t *)seg + offset;
@@ -273,8 +296,10 @@ page_t *huge_alloc(size_t size, size_t alignment) {
     lock_acquire(&huge_guard);
     huge_tail_bytes -= tail; /* counted since huge_cache_take */
     STAT_LEVEL(huge_retained, -(int64_t)tail);
-    huge_tail_link_locked(seg, tail, os_now_ms());
+    uint64_t now = os_now_ms();
+    huge_tail_link_locked(seg, tail, now);
     lock_release(&huge_guard);
+    background_schedule(now + options_purge_delay_ms(), true);
   }
   return pg;
 }
@@ -285,6 +310,11 @@ page_t *huge_alloc(size_t size, size_t alignment) {
  * the lock is what orders its new mapped_size before our reads. */
 static void huge_tail_detach(segment_t *seg) {
   lock_acquire(&huge_guard);
+  while (seg->trimming) { /* a trim of this block's tail is under way */
+    lock_release(&huge_guard);
+    os_yield();
+    lock_acquire(&huge_guard);
+  }
   if (seg->tail_bytes) huge_tail_unlink_locked(seg);
   lock_release(&huge_guard);
 }
@@ -308,10 +338,12 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
     /* Keep the rest as the tail if the budget has room: growing back into
      * it costs nothing. */
     segment_t *drop = NULL;
+    uint64_t now = os_now_ms();
     lock_acquire(&huge_guard);
     bool keep = huge_make_room_locked(old - need, HUGE_CACHE_SLOTS, &drop);
-    if (keep) huge_tail_link_locked(seg, old - need, os_now_ms());
+    if (keep) huge_tail_link_locked(seg, old - need, now);
     lock_release(&huge_guard);
+    if (keep) background_schedule(now + options_purge_delay_ms(), true);
     huge_unmap_list(drop);
     if (keep) {
       pg->span_bytes = need - offset;
@@ -329,14 +361,22 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
   return true;
 }
 
-void huge_maintain(bool force) {
+uint64_t huge_maintain(uint64_t now, bool force) {
   if (atomic_load_relaxed(&huge_cache_count) == 0 && atomic_load_relaxed(&huge_tail_count) == 0)
-    return;
-  uint64_t now = os_now_ms();
+    return 0;
   segment_t *expired = NULL;
+  huge_trim_t trims[HUGE_TRIMS_PER_PASS];
+  uint64_t delay = options_purge_delay_ms(), next = 0;
   lock_acquire(&huge_guard);
   huge_cache_expire_locked(now, force, &expired);
-  huge_tails_expire_locked(now, force);
+  size_t ntrims = huge_tails_expire_locked(now, force, trims);
+  for (segment_t *seg = huge_cache.first; seg; seg = seg->next)
+    if (next == 0 || seg->idle_since_ms + delay < next) next = seg->idle_since_ms + delay;
+  for (segment_t *seg = huge_tails.first; seg; seg = seg->tail_next)
+    if (next == 0 || seg->tail_since_ms + delay < next) next = seg->tail_since_ms + delay;
   lock_release(&huge_guard);
   huge_unmap_list(expired);
+  huge_trim(trims, ntrims);
+  if (next != 0 && next <= now) next = now + 1; /* more than one pass could take */
+  return next;
 }

@@ -16,9 +16,9 @@ BRISK_INTERNAL void huge_free(page_t *pg);
 /* Resize a huge block in place (into its tail, or with mremap without
  * moving); false when it cannot. */
 BRISK_INTERNAL bool huge_try_resize(page_t *pg, size_t new_size);
-/* Return the kept mappings and tails that are past the delay (all when
- * force). */
-BRISK_INTERNAL void huge_maintain(bool force);
+/* Return the kept mappings and tails that are past the delay at `now`
+ * (all when force); gives the next deadline (0: none). */
+BRISK_INTERNAL uint64_t huge_maintain(uint64_t now, bool force);
 
 /* Around fork (thread.c). */
 BRISK_INTERNAL void huge_lock(void);

@@ -100,6 +100,8 @@ typedef struct segment_s {
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t purge_slices;              /* free slices purged at purge_at_ms */
   uint64_t purge_later;               /* freed since: purged one delay after that */
+  uint64_t purging;                   /* taken out of free_slices by the background
+                                         purger while it purges them (span.c) */
   uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
   uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
@@ -110,6 +112,7 @@ typedef struct segment_s {
    * past the block (its tail) and the list of blocks that have one. */
   size_t tail_bytes;
   uint64_t tail_since_ms;
+  uint32_t trimming;                  /* its tail is being trimmed: free waits */
   struct segment_s *tail_next;
   struct segment_s *tail_prev;
   _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];

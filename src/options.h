@@ -15,6 +15,8 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
     "milliseconds before unused memory goes back to the OS (-1: never)")         \
   X(on_error, ON_ERROR, ON_ERROR_REPORT,                                          \
     "on bad input: report (print and continue) or abort")                        \
+  X(background, BACKGROUND, 1,                                                  \
+    "a background thread returns memory at its purge deadline (0/1)")          \
   X(segment_cache, SEGMENT_CACHE, 32,                                           \
     "empty 4 MiB segments kept mapped for reuse (their pages are purged)")     \
   X(fault_after, FAULT_AFTER, -1,                                               \

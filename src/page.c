@@ -2,6 +2,7 @@
  * carving blocks from fresh memory, and retiring empty pages. */
 #include <string.h>
 
+#include "background.h"
 #include "list.h"
 #include "page.h"
 #include "report.h"
@@ -320,14 +321,13 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   }
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
     segment_set_free_huge(&h->segments, pg);
-    return;
-  }
-  if (pg->flags & PAGE_LARGE) {
+  } else if (pg->flags & PAGE_LARGE) {
     heap_count_page(h, -1, true);
     span_free(&h->segments, pg);
-    return;
+  } else {
+    page_after_free(h, pg);
   }
-  page_after_free(h, pg);
+  background_poll(); /* memory may wait now, and no lock is held */
 }
 
 void page_notify(page_t *pg, block_t *b) {

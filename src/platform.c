@@ -8,8 +8,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,6 +124,12 @@ uint64_t os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t os_now_precise_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static int stderr_fd = 2;
 
 void os_keep_stderr(void) {
@@ -159,6 +167,44 @@ uint64_t os_random_seed(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   v ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&v;
   return v;
+}
+
+void os_wait(_Atomic(uint32_t) *word, uint32_t expected, uint64_t deadline_ms) {
+  int saved = errno;
+  struct timespec ts, *tsp = NULL;
+  if (deadline_ms != 0) {
+    /* An absolute deadline on CLOCK_MONOTONIC: the coarse clock of
+     * os_now_ms lags it slightly, so a wait never ends early by it. */
+    ts.tv_sec = (time_t)(deadline_ms / 1000);
+    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+    tsp = &ts;
+  }
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, tsp,
+          NULL, FUTEX_BITSET_MATCH_ANY);
+  errno = saved;
+}
+
+void os_wake(_Atomic(uint32_t) *word) {
+  int saved = errno;
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+  errno = saved;
+}
+
+int os_thread_start(void *(*fn)(void *), void *arg) {
+  int saved = errno;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t t;
+  int err = pthread_create(&t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+  return err;
 }
 
 static pthread_key_t thread_exit_key;

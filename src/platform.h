@@ -35,8 +35,12 @@ BRISK_INTERNAL int os_reserve_table(size_t size, void **out);
  * faults. For pointers brisk does not own (a cold path). */
 BRISK_INTERNAL bool os_probe_read(const void *addr, void *out, size_t n);
 
-/* Milliseconds of a monotonic clock that is cheap to read (vDSO, coarse). */
+/* Milliseconds of a monotonic clock that is cheap to read (vDSO; the
+ * coarse clock, so it lags the precise one by up to a tick of the kernel,
+ * 4 or 10 ms). */
 BRISK_INTERNAL uint64_t os_now_ms(void);
+/* The same clock read precisely, for the one thread that sleeps to it. */
+BRISK_INTERNAL uint64_t os_now_precise_ms(void);
 BRISK_INTERNAL void os_write_stderr(const char *s, size_t n);
 /* Keep a private copy of stderr, for programs that close fd 2 before
  * exit (coreutils do) while brisk still has statistics to print. */
@@ -46,6 +50,17 @@ BRISK_INTERNAL void os_yield(void);
 BRISK_INTERNAL char **os_environ(void);
 /* 64 random bits from the kernel's start-up gift (AT_RANDOM): no syscall. */
 BRISK_INTERNAL uint64_t os_random_seed(void);
+
+/* Wait while *word == expected: until os_wake(word), until the monotonic
+ * clock (os_now_ms) reaches deadline_ms (0: no deadline), or spuriously.
+ * Never allocates. */
+BRISK_INTERNAL void os_wait(_Atomic(uint32_t) *word, uint32_t expected, uint64_t deadline_ms);
+BRISK_INTERNAL void os_wake(_Atomic(uint32_t) *word);
+/* Start a detached thread running fn(arg) with every signal blocked, so it
+ * never runs a handler of the program's; 0 or an errno value. It may
+ * allocate (the C library's thread set-up does): call it where malloc may
+ * be entered again, with no lock of brisk's held. */
+BRISK_INTERNAL int os_thread_start(void *(*fn)(void *), void *arg);
 
 /* Thread exit: `fn(value)` runs when a thread that armed it exits. */
 BRISK_INTERNAL int os_thread_exit_init(void (*fn)(void *));
@@ -79,6 +94,10 @@ static inline void lock_acquire(brisk_lock_t *l) {
     if (spins < 64) os_cpu_relax();
     else os_yield();
   }
+}
+static inline bool lock_try_acquire(brisk_lock_t *l) {
+  return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
 }
 static inline void lock_release(brisk_lock_t *l) {
   atomic_store_explicit(&l->held, 0, memory_order_release);

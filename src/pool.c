@@ -1,8 +1,11 @@
-/* The pool of empty segments. Taken and put under one lock: a segment
- * changes hands once per 4 MiB, never on a fast path. Newest first. */
+/* The pool of empty segments. Taken and put under one lock, which is never
+ * held across a system call: a segment being purged stays in the list,
+ * marked (`purging`), and is skipped by pool_take; a segment to unmap
+ * leaves the list first. Newest first. */
 #include "pool.h"
 
 #include "atomics.h"
+#include "background.h"
 #include "list.h"
 #include "options.h"
 #include "platform.h"
@@ -16,40 +19,62 @@ void pool_lock(void) { lock_acquire(&pool_guard); }
 void pool_unlock(void) { lock_release(&pool_guard); }
 void pool_reset_lock(void) { lock_reset(&pool_guard); }
 
-/* Under the lock. */
-static void pool_maintain_locked(uint64_t now, bool force) {
+/* Segments one maintenance pass purges at most (the rest wait for the
+ * next pass, which the caller's deadline brings). */
+#define POOL_PURGES_PER_PASS 64
+
+uint64_t pool_maintain(uint64_t now, bool force) {
+  if (atomic_load_relaxed(&pool_count) == 0) return 0;
   uint64_t delay = options_purge_delay_ms();
   size_t keep = brisk_options.segment_cache < 0 ? 0 : (size_t)brisk_options.segment_cache;
-  size_t seen = 0;
+  segment_t *purge[POOL_PURGES_PER_PASS];
+  size_t npurge = 0, seen = 0;
+  segment_t *unmap = NULL;
+  uint64_t next = 0;
+  lock_acquire(&pool_guard);
   segment_t *seg = pool_list.first;
   while (seg) {
-    segment_t *next = seg->next;
+    segment_t *after = seg->next;
     seen++;
     bool due = force || now >= seg->idle_since_ms + delay;
-    if (due && seg->dirty_slices) {
-      segment_purge_slices(seg, seg->dirty_slices & ALL_PAGE_SLICES);
-      seg->dirty_slices = 0;
-      seg->purge_slices = 0;
-      seg->purge_later = 0;
-    }
-    /* The newest `keep` stay mapped (purged once due); the rest go back to
-     * the OS at once, so RSS falls right after a burst, except the segments
-     * of a destroyed heap, which go after the delay. */
-    if (seen > keep && (!seg->keep_until_due || due)) {
+    if (seg->purging) {
+      /* another pass purges it right now */
+    } else if (seen > keep && (!seg->keep_until_due || due)) {
+      /* The newest `keep` stay mapped (purged once due); the rest go back
+       * to the OS at once, so RSS falls right after a burst, except the
+       * segments of a destroyed heap, which go after the delay. */
       LIST_REMOVE(&pool_list, seg, next, prev);
       atomic_sub_relaxed(&pool_count, 1);
-      segment_unmap(seg);
+      seg->next = unmap;
+      unmap = seg;
+    } else if (seg->dirty_slices && due && npurge < POOL_PURGES_PER_PASS) {
+      seg->purging = seg->dirty_slices & ALL_PAGE_SLICES;
+      purge[npurge++] = seg;
+    } else if (seg->dirty_slices || seg->keep_until_due) {
+      uint64_t d = seg->idle_since_ms + delay;
+      if (due) d = now + 1; /* left for the next pass */
+      if (next == 0 || d < next) next = d;
     }
-    seg = next;
+    seg = after;
   }
-}
-
-void pool_maintain(bool force) {
-  if (atomic_load_relaxed(&pool_count) == 0) return;
-  uint64_t now = os_now_ms();
-  lock_acquire(&pool_guard);
-  pool_maintain_locked(now, force);
   lock_release(&pool_guard);
+  for (size_t i = 0; i < npurge; i++) segment_purge_slices(purge[i], purge[i]->purging);
+  while (unmap) {
+    segment_t *after = unmap->next;
+    segment_unmap(unmap);
+    unmap = after;
+  }
+  if (npurge) {
+    lock_acquire(&pool_guard);
+    for (size_t i = 0; i < npurge; i++) {
+      purge[i]->dirty_slices = 0;
+      purge[i]->purge_slices = 0;
+      purge[i]->purge_later = 0;
+      purge[i]->purging = 0;
+    }
+    lock_release(&pool_guard);
+  }
+  return next;
 }
 
 void pool_put(segment_t *seg, bool keep_until_due) {
@@ -65,14 +90,22 @@ void pool_put(segment_t *seg, bool keep_until_due) {
   lock_acquire(&pool_guard);
   LIST_PUSH_FRONT(&pool_list, seg, next, prev);
   atomic_add_relaxed(&pool_count, 1);
-  pool_maintain_locked(now, false);
   lock_release(&pool_guard);
+  uint64_t next = pool_maintain(now, false);
+  if (next) background_schedule(next, true);
 }
 
-segment_t *pool_take(void) {
+segment_t *pool_take(bool take_destroyed) {
   if (atomic_load_relaxed(&pool_count) == 0) return NULL;
   lock_acquire(&pool_guard);
-  segment_t *seg = pool_list.first;
+  /* A destroyed heap's segment last: while it waits, a late free of one
+   * of its blocks is reported as such. */
+  segment_t *seg = NULL;
+  for (segment_t *s = pool_list.first; s; s = s->next) {
+    if (s->purging) continue;
+    if (!s->destroyed) { seg = s; break; }
+    if (seg == NULL && take_destroyed) seg = s;
+  }
   if (seg) {
     LIST_REMOVE(&pool_list, seg, next, prev);
     atomic_sub_relaxed(&pool_count, 1);

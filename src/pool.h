@@ -12,10 +12,12 @@
  * segment, unmapped only once the delay has passed even beyond the cap,
  * so that heap destruction stays one quick call. */
 BRISK_INTERNAL void pool_put(segment_t *seg, bool keep_until_due);
-/* The newest pooled segment, or NULL. */
-BRISK_INTERNAL segment_t *pool_take(void);
-/* Purge what is due (everything when force) and unmap the surplus. */
-BRISK_INTERNAL void pool_maintain(bool force);
+/* The newest pooled segment, one of a destroyed heap only when no other
+ * is there (and take_destroyed); NULL if none. */
+BRISK_INTERNAL segment_t *pool_take(bool take_destroyed);
+/* Purge what is due at `now` (everything when force) and unmap the
+ * surplus; returns the next deadline (0: none). */
+BRISK_INTERNAL uint64_t pool_maintain(uint64_t now, bool force);
 
 /* Around fork (thread.c). */
 BRISK_INTERNAL void pool_lock(void);

@@ -1,12 +1,15 @@
 /* A heap's set of segments and the spans of slices cut from them. Each
- * segment keeps three slice masks: free (in no span), dirty (may be
- * resident) and, for purging, purge/purge_later (see segment_set_purge).
- * Depends on segments, the pool, huge blocks and the hardened guards. */
+ * segment keeps its slice masks: free (in no span), dirty (may be
+ * resident), purge/purge_later (free slices waiting for their deadline:
+ * see span_free) and purging (taken by the background purger while it
+ * purges them). Depends on segments, the pool, huge blocks, the hardened
+ * guards and the background thread's schedule. */
 #include "span.h"
 
 #include <string.h>
 
 #include "atomics.h"
+#include "background.h"
 #include "guard.h"
 #include "huge.h"
 #include "list.h"
@@ -25,8 +28,17 @@ static void set_note_full(segment_set_t *set, segment_t *seg) {
   }
 }
 
+/* A segment whose slices are all free goes to the pool; true if it went. */
+static bool set_note_free(segment_set_t *set, segment_t *seg) {
+  if (seg->free_slices != ALL_PAGE_SLICES) return false;
+  LIST_REMOVE(&set->segs, seg, next, prev);
+  set->count--;
+  pool_put(seg, false);
+  return true;
+}
+
 static segment_t *set_add_segment(segment_set_t *set) {
-  segment_t *seg = pool_take();
+  segment_t *seg = pool_take(!set->fresh_only);
   if (seg == NULL) seg = segment_map();
   if (seg == NULL) return NULL;
   seg->destroyed = 0;
@@ -85,9 +97,7 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
   return head;
 }
 
-page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
-  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
-  if (align_slices == 0) align_slices = 1;
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices) {
   /* Resident free slices first (no page faults, and the purged ones stay
    * out of RSS); then any free run. */
   for (int resident = 1; resident >= 0; resident--) {
@@ -107,7 +117,20 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
   return span_carve(seg, (size_t)first, slices);
 }
 
-void span_free(segment_set_t *set, page_t *span) {
+page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
+  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
+  if (align_slices == 0) align_slices = 1;
+  lock_acquire(&set->lock);
+  page_t *span = span_alloc_locked(set, slices, align_slices);
+  lock_release(&set->lock);
+  return span;
+}
+
+/* Free slices waiting for the purge: at least this many in a segment make
+ * it worth starting the background thread. */
+#define PURGE_WORTH_A_THREAD 16
+
+static void span_free_locked(segment_set_t *set, page_t *span) {
   segment_t *seg = segment_of_page(span);
   size_t first = (size_t)(span - seg->pages);
   size_t n = span->slice_count;
@@ -123,10 +146,11 @@ void span_free(segment_set_t *set, page_t *span) {
     LIST_REMOVE(&set->segs, seg, next, prev);
     LIST_PUSH_FRONT(&set->segs, seg, next, prev);
   }
-  if (seg->free_slices == ALL_PAGE_SLICES) {
-    LIST_REMOVE(&set->segs, seg, next, prev);
-    set->count--;
-    pool_put(seg, false);
+  if (set_note_free(set, seg)) return;
+  uint64_t delay = options_purge_delay_ms();
+  if (delay == 0) { /* at once */
+    segment_purge_slices(seg, bits);
+    seg->dirty_slices &= ~bits;
     return;
   }
   /* Slices wait between one and two delays: those freed while a deadline
@@ -134,15 +158,23 @@ void span_free(segment_set_t *set, page_t *span) {
    * deadline is not purged (and re-faulted) at once. */
   if (seg->purge_at_ms != 0) {
     seg->purge_later |= bits;
-    return;
+  } else {
+    seg->purge_slices |= bits;
+    seg->purge_at_ms = os_now_ms() + delay;
+    uint64_t next = set->next_purge_ms;
+    if (next == 0 || seg->purge_at_ms < next) field_store_relaxed(&set->next_purge_ms, seg->purge_at_ms);
   }
-  seg->purge_slices |= bits;
-  seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
-  if (set->next_purge_ms == 0 || seg->purge_at_ms < set->next_purge_ms)
-    set->next_purge_ms = seg->purge_at_ms;
+  background_schedule(seg->purge_at_ms,
+                      __builtin_popcountll(seg->purge_slices | seg->purge_later) >= PURGE_WORTH_A_THREAD);
 }
 
-bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
+void span_free(segment_set_t *set, page_t *span) {
+  lock_acquire(&set->lock);
+  span_free_locked(set, span);
+  lock_release(&set->lock);
+}
+
+static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices) {
   segment_t *seg = segment_of_page(span);
   size_t first = (size_t)(span - seg->pages);
   size_t have = span->slice_count;
@@ -160,36 +192,115 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   return true;
 }
 
-void segments_maintain(bool force) {
-  pool_maintain(force);
-  huge_maintain(force);
+bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
+  lock_acquire(&set->lock);
+  bool grown = span_try_grow_locked(set, span, slices);
+  lock_release(&set->lock);
+  return grown;
 }
 
+uint64_t segments_maintain(uint64_t now, bool force) {
+  uint64_t a = pool_maintain(now, force), b = huge_maintain(now, force);
+  return a == 0 ? b : b == 0 ? a : a < b ? a : b;
+}
+
+/* The slices of seg to purge at `now` (all waiting ones when force), with
+ * the segment's purge state moved on as if they were purged: those freed
+ * since the deadline was set wait one more delay. */
+static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
+  if (seg->purge_slices == 0 && seg->purge_later == 0) return 0;
+  if (!force && now < seg->purge_at_ms) return 0;
+  uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
+                  seg->free_slices;
+  seg->dirty_slices &= ~mask;
+  seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
+  seg->purge_later = 0;
+  seg->purge_at_ms = seg->purge_slices ? now + options_purge_delay_ms() : 0;
+  return mask;
+}
+
+static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
+
 void segment_set_purge(segment_set_t *set, bool force) {
-  if (set->next_purge_ms == 0 && !force) return;
-  uint64_t now = os_now_ms();
-  if (!force && now < set->next_purge_ms) return;
-  uint64_t next = 0;
-  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-    if (seg->purge_slices == 0 && seg->purge_later == 0) continue;
-    if (force || now >= seg->purge_at_ms) {
-      uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
-                      seg->free_slices;
-      segment_purge_slices(seg, mask);
-      seg->dirty_slices &= ~mask;
-      seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
-      seg->purge_later = 0;
-      seg->purge_at_ms = seg->purge_slices ? now + options_purge_delay_ms() : 0;
+  uint64_t now = 0;
+  /* Read without the lock (the purger may be moving it on): any value it
+   * held is a right answer, an early check finds nothing due. */
+  uint64_t due = field_load_relaxed(&set->next_purge_ms);
+  if (force || due != 0) {
+    now = os_now_ms();
+    if (force || now >= due) {
+      uint64_t next = 0;
+      lock_acquire(&set->lock);
+      for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+        segment_purge_slices(seg, segment_take_due(seg, now, force));
+        next = earlier(next, seg->purge_at_ms);
+      }
+      field_store_relaxed(&set->next_purge_ms, next);
+      lock_release(&set->lock);
+      if (next) background_schedule(next, false);
     }
-    if (seg->purge_at_ms != 0 && (next == 0 || seg->purge_at_ms < next)) next = seg->purge_at_ms;
   }
-  set->next_purge_ms = next;
-  segments_maintain(force);
+  if (force || !background_running()) segments_maintain(now ? now : os_now_ms(), force);
+}
+
+/* Slices the purger took from one segment. */
+typedef struct {
+  segment_t *seg;
+  uint64_t mask;
+} purge_claim_t;
+
+#define PURGE_CLAIMS_PER_PASS 16
+
+uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
+  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
+  for (;;) {
+    if (!lock_try_acquire(&set->lock)) return now + PURGE_RETRY_MS;
+    if (set->next_purge_ms == 0 || now < set->next_purge_ms) {
+      uint64_t next = set->next_purge_ms;
+      lock_release(&set->lock);
+      return next;
+    }
+    /* Take the due slices out of the free mask: the owner cannot carve
+     * them while they are purged without the lock. */
+    size_t n = 0;
+    uint64_t next = 0;
+    for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+      if (n < PURGE_CLAIMS_PER_PASS) {
+        uint64_t mask = segment_take_due(seg, now, false);
+        if (mask) {
+          seg->free_slices &= ~mask;
+          seg->purging |= mask;
+          claims[n++] = (purge_claim_t){seg, mask};
+        }
+      }
+      next = earlier(next, seg->purge_at_ms);
+    }
+    field_store_relaxed(&set->next_purge_ms, next);
+    lock_release(&set->lock);
+    if (n == 0) return next;
+    for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
+    lock_acquire(&set->lock);
+    for (size_t i = 0; i < n; i++) {
+      segment_t *seg = claims[i].seg;
+      seg->purging &= ~claims[i].mask;
+      seg->free_slices |= claims[i].mask;
+      set_note_free(set, seg);
+    }
+    lock_release(&set->lock);
+    if (n < PURGE_CLAIMS_PER_PASS) return next;
+  }
 }
 
 void segment_set_release_all(segment_set_t *set) {
   segment_t *seg;
+  lock_acquire(&set->lock);
   while ((seg = set->segs.first) != NULL) {
+    if (seg->purging) { /* the purger gives them back under the lock */
+      lock_release(&set->lock);
+      os_yield();
+      lock_acquire(&set->lock);
+      continue;
+    }
     LIST_REMOVE(&set->segs, seg, next, prev);
     for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) {
       if (seg->pages[i].span == &seg->pages[i]) {
@@ -202,13 +313,14 @@ void segment_set_release_all(segment_set_t *set) {
     seg->destroyed = 1;
     pool_put(seg, true);
   }
+  set->count = 0;
+  field_store_relaxed(&set->next_purge_ms, 0);
+  lock_release(&set->lock);
   while ((seg = set->huge.first) != NULL) {
     LIST_REMOVE(&set->huge, seg, next, prev);
     seg->destroyed = 1;
     huge_free(&seg->pages[0]);
   }
-  set->count = 0;
-  set->next_purge_ms = 0;
 }
 
 void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
@@ -225,8 +337,10 @@ void segment_set_free_huge(segment_set_t *set, page_t *pg) {
 
 void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
   set->owner_tid = tid;
+  lock_acquire(&set->lock);
   for (segment_t *seg = set->segs.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
+  lock_release(&set->lock);
   for (segment_t *seg = set->huge.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
 }

@@ -7,17 +7,26 @@
 #include <stdbool.h>
 
 #include "layout.h"
+#include "platform.h"
 
 struct heap_s;
 
-/* The segments of one heap. */
+/* The segments of one heap. `lock` guards segs, count, next_purge_ms and
+ * the slice masks of those segments: the owner takes it in every function
+ * below, the background purger to purge the free slices of a heap whose
+ * owner does not come by (segment_set_purge_idle). Nothing else waits on
+ * it: the purger only tries it, and holds it for bookkeeping, never across
+ * a system call. */
 typedef struct segment_set_s {
+  brisk_lock_t lock;
   segment_list_t segs;    /* segments with free slices come before full ones */
-  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps) */
+  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps; owner only) */
   size_t count;
-  uint64_t next_purge_ms; /* 0: nothing waits */
+  uint64_t next_purge_ms; /* 0: nothing waits; written under the lock, read by the
+                             owner without it (relaxed accesses) */
   uintptr_t owner_tid;
   struct heap_s *heap;
+  bool fresh_only;        /* never a destroyed heap's segment (brisk's own heap) */
 } segment_set_t;
 
 /* A span of `slices` slices whose first slice index is a multiple of
@@ -36,9 +45,14 @@ BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
 /* Grow a large span in place by taking the free slices after it. */
 BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slices);
 
-/* Purge what is due (everything when force), then maintain the memory
- * kept for every heap (segments_maintain); cheap when nothing is due. */
+/* The owner purges what is due (everything when force), and maintains the
+ * memory kept for every heap when no background thread does (or when
+ * forced); cheap when nothing is due. */
 BRISK_INTERNAL void segment_set_purge(segment_set_t *set, bool force);
+/* The background purger: purge what is due in a set whose owner may be
+ * running. Returns the set's next deadline (0: none), or a retry time
+ * when the owner held the lock. */
+BRISK_INTERNAL uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now);
 /* Move every segment of the set to the pool, in use or not, and unmap its
  * huge blocks (heap destroy). */
 BRISK_INTERNAL void segment_set_release_all(segment_set_t *set);
@@ -51,7 +65,8 @@ BRISK_INTERNAL void segment_set_adopt_huge(segment_set_t *set, segment_t *seg);
 BRISK_INTERNAL void segment_set_free_huge(segment_set_t *set, page_t *pg);
 
 /* The memory kept for all heaps: the pool of empty segments and the huge
- * cache and tails; returns what is past the delay (all when force). */
-BRISK_INTERNAL void segments_maintain(bool force);
+ * cache and tails; returns what is past the delay at `now` (all when
+ * force) and gives the next deadline (0: none). */
+BRISK_INTERNAL uint64_t segments_maintain(uint64_t now, bool force);
 
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "atomics.h"
+#include "background.h"
 #include "huge.h"
 #include "options.h"
 #include "platform.h"
@@ -20,13 +21,54 @@ static _Atomic(uintptr_t) init_thread;
 static void thread_exit(void *value) {
   heap_t *h = brisk_tls_heap;
   if (h == &brisk_heap_empty || h == &brisk_heap_dead) return;
+  /* While this thread still has its heap: starting the background thread
+   * allocates, and it is what returns this heap's memory once abandoned. */
+  background_poll();
   /* TLS destructors that run after this one still free: they go through
    * the dead heap, whose frees are pushed one by one. */
   brisk_tls_heap = &brisk_heap_dead;
   heap_abandon(h);
 }
 
+/* brisk's own long-lived allocations: the C library allocates for a new
+ * thread (its TLS vector) from the heap of the thread that starts it, and
+ * the background thread is started by whichever thread frees memory first,
+ * often one about to exit. Its blocks would pin that heap's segment after
+ * the thread had gone. So they come from a heap of their own, which any
+ * thread borrows under a lock for the call and which is never abandoned. */
+static heap_t *service_heap;
+static brisk_lock_t service_lock = BRISK_LOCK_INIT;
+
+static int service_thread_start(void *(*fn)(void *), void *arg) {
+  uintptr_t tid = os_thread_id();
+  lock_acquire(&service_lock);
+  if (service_heap == NULL) {
+    service_heap = heap_create(HEAP_KIND_THREAD, 0);
+    if (service_heap == NULL) {
+      lock_release(&service_lock);
+      return ENOMEM;
+    }
+    /* Its few blocks must not end the report of a destroyed heap's late
+     * frees by taking that heap's segments. */
+    service_heap->segments.fresh_only = true;
+  }
+  heap_t *mine = brisk_tls_heap;
+  service_heap->tid = tid;
+  segment_set_set_owner(&service_heap->segments, tid);
+  atomic_store_release(&service_heap->state, HEAP_OWNED);
+  brisk_tls_heap = service_heap;
+  int err = os_thread_start(fn, arg);
+  brisk_tls_heap = mine;
+  heap_flush_outbox(service_heap);
+  service_heap->tid = 0;
+  segment_set_set_owner(&service_heap->segments, 0);
+  lock_release(&service_lock);
+  return err;
+}
+
 static void fork_prepare(void) {
+  background_fork_prepare();
+  lock_acquire(&service_lock);
   heap_list_lock();
   pool_lock();
   huge_lock();
@@ -36,13 +78,17 @@ static void fork_parent(void) {
   huge_unlock();
   pool_unlock();
   heap_list_unlock();
+  lock_release(&service_lock);
+  background_fork_parent();
 }
 
 static void fork_child(void) {
   huge_reset_lock();
   pool_reset_lock();
   heap_list_reset_lock();
+  lock_reset(&service_lock);
   heap_orphan_others(os_thread_id());
+  background_fork_child();
 }
 
 void process_init(void) {
@@ -53,6 +99,7 @@ void process_init(void) {
     atomic_store_relaxed(&init_thread, os_thread_id());
     options_init();
     block_keys_init(os_random_seed());
+    background_init(heaps_background_round, service_thread_start);
     os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
     /* May allocate (it is ready now): registered before any thread exists

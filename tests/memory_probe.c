@@ -10,7 +10,10 @@
  * them (in allocation order) and does SCENARIO's work until the last AT_MS
  * milliseconds after the last free, printing at each of them:
  *   SAMPLE t_ms=.. rss_kib=.. pct=.. purged_bytes=.. munmap_calls=..
- *          segments=.. mapped_bytes=..
+ *          segments=.. mapped_bytes=.. wakeups=.. bg_threads=.. tasks=..
+ *          wall=..
+ * (wakeups and bg_threads: brisk's background thread; tasks: threads of
+ * the process; wall: CLOCK_REALTIME seconds, to line up with strace -ttt)
  * where pct is 100 * (rss - base) / (peak - base): base is the RSS before
  * the burst, peak the RSS with the burst live. RSS is read from
  * /proc/self/statm; the array of block pointers comes from mmap and is
@@ -26,6 +29,9 @@
  *               KEPT kept_kib=.. pct=.. gives the pages (64 KiB, or 128 KiB
  *               for blocks above 8 KiB) that hold a live block, in KiB and
  *               as a share of the burst
+ *   fork        a 64 MiB burst is freed first (so a background thread may
+ *               be running), then the process forks: the child does
+ *               "sleep" and prints the samples, the parent waits for it
  * Output ends with "DONE"; exit status 2 on bad arguments, 3 when a block's
  * contents were changed before it was freed.
  */
@@ -38,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +76,17 @@ static long long stat_of(const char *json, const char *name) {
 }
 
 static size_t (*stats_json)(char *, size_t);
+
+static int task_count(void) {
+  int n = 0;
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  fclose(f);
+  return n;
+}
 
 typedef struct {
   size_t block, count;
@@ -140,6 +158,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *scenario = argv[1];
+  setvbuf(stdout, NULL, _IOLBF, 0);
   burst_t b = {.block = (size_t)atoll(argv[2])};
   size_t mib = (size_t)atoll(argv[3]);
   double at[32];
@@ -148,9 +167,27 @@ int main(int argc, char **argv) {
     at[nat++] = strtod(s, &s);
     if (*s == ',') s++;
   }
+  if (!strcmp(scenario, "fork")) {
+    void *warm[1024];
+    for (int k = 0; k < 16; k++) { /* 16 x 4 MiB, every page written */
+      for (int i = 0; i < 1024; i++) memset(warm[i] = malloc(4096), 1, 4096);
+      for (int i = 0; i < 1024; i++) free(warm[i]);
+    }
+    usleep(100000);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); return 1; }
+    if (pid > 0) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    }
+    scenario = "sleep";
+  }
   int sleep_only = !strcmp(scenario, "sleep") || !strcmp(scenario, "thread") || !strcmp(scenario, "keep");
   if (b.block < 16 || mib == 0 || nat == 0 ||
-      !(sleep_only || !strcmp(scenario, "churn") || !strcmp(scenario, "classcache"))) {
+      !(sleep_only || !strcmp(scenario, "churn") || !strcmp(scenario, "classcache") ||
+        !strcmp(scenario, "fork"))) {
     fprintf(stderr, "memory_probe: bad arguments\n");
     return 2;
   }
@@ -209,11 +246,14 @@ int main(int argc, char **argv) {
       js = json;
     }
     long rss = rss_kib();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
     printf("SAMPLE t_ms=%.0f rss_kib=%ld pct=%.1f purged_bytes=%lld munmap_calls=%lld segments=%lld "
-           "mapped_bytes=%lld\n",
+           "mapped_bytes=%lld wakeups=%lld bg_threads=%lld tasks=%d wall=%ld.%06ld\n",
            now_ms() - t0, rss, 100.0 * (double)(rss - base) / (double)burst,
            stat_of(js, "purged_bytes"), stat_of(js, "munmap_calls"), stat_of(js, "segments"),
-           stat_of(js, "mapped_bytes"));
+           stat_of(js, "mapped_bytes"), stat_of(js, "background_wakeups"),
+           stat_of(js, "background_threads"), task_count(), (long)wall.tv_sec, wall.tv_nsec / 1000);
     fflush(stdout);
   }
   puts("DONE");

@@ -165,17 +165,19 @@ field() { awk -v f="$1" '/^SAMPLE/ { for (i = 2; i <= NF; i++) { split($i, kv, "
 pct_below() { awk -v p="$(field pct)" -v m="$1" 'BEGIN { exit !(p < m) }'; }
 summary() { echo "segments $(field segments), RSS $(field pct)% of the burst, $(field purged_bytes) bytes purged, $(field munmap_calls) munmaps"; }
 
+# In use after the frees: the program's own (1) and brisk's, once the
+# background thread has started (1), so at most 3 with one to spare.
 probe BRISK_SEGMENT_CACHE=0 -- sleep 0
-if [ $rc -ne 0 ] || [ "$(field segments)" -gt 2 ] || ! pct_below 5; then
+if [ $rc -ne 0 ] || [ "$(field segments)" -gt 3 ] || ! pct_below 5; then
   bad "BRISK_SEGMENT_CACHE=0" "empty segments must be unmapped at once: $(summary)"; show
 else ok "BRISK_SEGMENT_CACHE=0: right after the frees, $(summary)"; fi
 probe BRISK_SEGMENT_CACHE=8 -- sleep 0
-if [ $rc -ne 0 ] || [ "$(field segments)" -lt 8 ] || [ "$(field segments)" -gt 10 ]; then
-  bad "BRISK_SEGMENT_CACHE=8" "expected 8 kept segments and at most 2 in use: $(summary)"; show
+if [ $rc -ne 0 ] || [ "$(field segments)" -lt 8 ] || [ "$(field segments)" -gt 11 ]; then
+  bad "BRISK_SEGMENT_CACHE=8" "expected 8 kept segments and at most 3 in use: $(summary)"; show
 else ok "BRISK_SEGMENT_CACHE=8: right after the frees, $(summary)"; fi
 probe -- sleep 0
-if [ $rc -ne 0 ] || [ "$(field segments)" -lt 32 ] || [ "$(field segments)" -gt 34 ]; then
-  bad "BRISK_SEGMENT_CACHE default" "expected 32 kept segments and at most 2 in use: $(summary)"; show
+if [ $rc -ne 0 ] || [ "$(field segments)" -lt 32 ] || [ "$(field segments)" -gt 35 ]; then
+  bad "BRISK_SEGMENT_CACHE default" "expected 32 kept segments and at most 3 in use: $(summary)"; show
 else ok "BRISK_SEGMENT_CACHE default (32): right after the frees, $(summary)"; fi
 
 probe BRISK_PURGE_DELAY=0 -- sleep 0
