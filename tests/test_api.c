@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include <brisk.h>
 
+#include "brisk_errors.h"
+
 #include <errno.h>
 #include <malloc.h>
 #include <stdarg.h>
@@ -1165,6 +1167,11 @@ int main(void) {
   test_owns();
   test_errno_and_mixing();
   test_version_stats();
+  long errors = brisk_errors_reported();
+  if (errors != 0) {
+    printf("[api] FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);
+    g_failures++;
+  }
   if (g_failures) {
     printf("[api] FAILED: %ld checks failed\n", g_failures);
     return 1;

@@ -34,6 +34,8 @@
 #define _GNU_SOURCE
 #include <brisk.h>
 
+#include "brisk_errors.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -881,6 +883,7 @@ static void child_body(int faults_on) {
     pthread_join(t, &tr);
     if (tr) fail("fork child: its thread could not allocate");
   }
+  if (brisk_errors_reported() != 0) fail("fork child: brisk reported %ld bad inputs", brisk_errors_reported());
   exit(g_failures ? 1 : 0);
 }
 
@@ -1010,6 +1013,7 @@ static void rlimit_child(void) {
       fail("RLIMIT_AS: after freeing everything only %zu of %zu bytes could be allocated again", bytes, bytes_first);
     brisk_collect();
   }
+  if (brisk_errors_reported() != 0) fail("RLIMIT_AS child: brisk reported %ld bad inputs", brisk_errors_reported());
   exit(g_failures ? 1 : 0);
 }
 
@@ -1045,6 +1049,8 @@ int main(int argc, char **argv) {
   faults_off();
   before_check("at the end");
   recovery_single("at the end");
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs; under faults too every call here is a correct one", errors);
   alarm(0);
   say("[faults] %s in %.1f s\n", g_failures ? "FAILED" : "all phases passed", now_s() - t0);
   return g_failures ? 1 : 0;

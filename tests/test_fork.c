@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "brisk.h"
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -228,6 +229,8 @@ static int child_main(uint64_t seed, int depth) {
   }
   for (int j = 0; j < 64; j++) xfree(keep[j], rnd(&rs), "child cleanup");
   for (int i = 0; i < POOL; i++) xfree(mine[i], rnd(&rs), "child cleanup of parent's blocks");
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs (in the child or in its parent); this test makes none", errors);
   return 0;
 }
 
@@ -352,6 +355,8 @@ int main(void) {
   for (int i = 0; i < NWORKERS; i++) total += atomic_load(&progress[i]);
   printf("test_fork: %d children, %d failed; workers ran %ld iterations; %.2f s\n", atomic_load(&forks_done),
          atomic_load(&child_failures), total, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs; this test makes none", errors);
   if (atomic_load(&child_failures)) {
     fprintf(stderr, "test_fork: FAIL: %d of %d children failed\n", atomic_load(&child_failures),
             atomic_load(&forks_done));

@@ -34,6 +34,8 @@
 #define _GNU_SOURCE
 #include <brisk.h>
 
+#include "brisk_errors.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1686,6 +1688,11 @@ int main(void) {
   test_destroy_million();
   test_arena_alignment();
   test_arena_overflow();
+  long errors = brisk_errors_reported();
+  if (errors != 0) {
+    printf("[heaps] FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);
+    g_failures++;
+  }
   printf("[heaps] %.0f ms\n", now_ms() - t0);
   if (g_failures) {
     printf("[heaps] FAILED: %ld failed checks\n", g_failures);

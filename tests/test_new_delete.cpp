@@ -20,6 +20,8 @@
 // Run by hand: build/tests/test_new_delete
 #include <brisk.h>
 
+#include "brisk_errors.h"
+
 #include <dlfcn.h>
 #include <sys/resource.h>
 
@@ -573,6 +575,11 @@ int main() {
   test_over_aligned();
   test_failure();
   test_handler_frees_reserve();
+  long errors = brisk_errors_reported();
+  if (errors != 0) {
+    std::printf("[new_delete] FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);
+    g_failures++;
+  }
   if (g_failures) {
     std::printf("[new_delete] FAILED: %ld failed checks\n", g_failures);
     return 1;

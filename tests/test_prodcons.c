@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include "brisk.h"
+#include "brisk_errors.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -452,6 +453,8 @@ int main(void) {
   }
   brisk_collect();
   printf("test_prodcons: RSS at the end %.1f MiB, total %.2f s\n", rss_bytes() / MiB, now_sec() - t0);
+  long errors = brisk_errors_reported();
+  if (errors != 0) soft_fail("brisk reported %ld bad inputs; this test makes none", errors);
   if (failures) {
     fprintf(stderr, "test_prodcons: %d check(s) failed\n", failures);
     return 1;

@@ -30,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include "brisk.h"
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -472,6 +473,8 @@ int main(int argc, char **argv) {
       run_pass(&api_std, nthreads, rounds, seed ^ 0xabcdef);
     }
   }
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs; this test makes none", errors);
   printf("test_stress: PASS\n");
   return 0;
 }
