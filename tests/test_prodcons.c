@@ -20,6 +20,10 @@
  * "application" thread that checks and frees them (the libzmq pattern of
  * BRIEF.md). The same RSS bound applies; throughput is printed.
  *
+ * RSS is sampled by the monitor thread and, so that each half of a run has
+ * samples however the threads are scheduled, by the producing threads 32
+ * times per half.
+ *
  * The RSS bounds are not checked in the ThreadSanitizer build (its shadow
  * memory is counted in RSS); numbers are printed anyway.
  *
@@ -173,11 +177,12 @@ static void atomic_max(_Atomic size_t *a, size_t v) {
   }
 }
 
+static void sample_rss(void) { atomic_max(&mon_peak[atomic_load(&mon_phase)], rss_bytes()); }
+
 static void *monitor(void *arg) {
   (void)arg;
   while (!atomic_load(&mon_stop)) {
-    size_t r = rss_bytes();
-    atomic_max(&mon_peak[atomic_load(&mon_phase)], r);
+    sample_rss();
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -202,6 +207,7 @@ static void monitor_stop(void) {
  * in flight that the live counter cannot see. */
 static void check_rss(const char *phase, size_t base, size_t slack) {
   size_t p1 = atomic_load(&mon_peak[1]), p2 = atomic_load(&mon_peak[2]);
+  if (p1 == 0 || p2 == 0) soft_fail("%s: no RSS sample in the %s half of the run", phase, p1 == 0 ? "first" : "second");
   size_t peak = p1 > p2 ? p1 : p2;
   size_t live = atomic_load(&live_peak) + slack;
   size_t bound = base + 3 * live + (size_t)(64 * MiB);
@@ -303,6 +309,9 @@ static void *producer(void *arg) {
     if (total >= phase_target / 10 && atomic_load(&mon_phase) == 0) atomic_store(&mon_phase, 1);
     if (total >= phase_target / 10 + (phase_target - phase_target / 10) / 2 && atomic_load(&mon_phase) == 1)
       atomic_store(&mon_phase, 2);
+    /* a sample every 1/64 of the target after warm-up */
+    uint64_t step = phase_target / 64 + 1;
+    if (total >= phase_target / 10 && (total - b.bytes) / step != total / step) sample_rss();
     if (total >= phase_target) break;
   }
   pthread_mutex_lock(&q.mu);
@@ -387,6 +396,7 @@ static void *io_thread(void *arg) {
     atomic_max(&live_peak, inflight);
     if (i == msg_count / 10) atomic_store(&mon_phase, 1);
     if (i == msg_count / 10 + (msg_count - msg_count / 10) / 2) atomic_store(&mon_phase, 2);
+    if (i >= msg_count / 10 && i % (msg_count / 64 + 1) == 0) sample_rss();
   }
   return NULL;
 }
