@@ -1,4 +1,4 @@
-/* Faults from the system below brisk (issue 5): OS memory requests fail.
+/* Faults from the system below brisk: OS memory requests fail.
  *
  * ctest-labels: sanitize
  *

@@ -1,4 +1,4 @@
-// Faults from the system below brisk, seen from C++ (issue 5): with brisk's
+// Faults from the system below brisk, seen from C++: with brisk's
 // OS memory requests failing (brisk_fault_injection), every form of
 // operator new throws std::bad_alloc (the nothrow forms return nullptr),
 // the std::new_handler is called and its retry loop works, containers

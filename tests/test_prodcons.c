@@ -17,8 +17,9 @@
  * Part 2 (messaging): an "I/O" thread allocates message buffers of 64 B,
  * 256 B, 1 KiB, 64 KiB, 128 KiB and 256 KiB, writes them, and passes them one
  * at a time through a lock-free single-producer/single-consumer ring to an
- * "application" thread that checks and frees them (the libzmq pattern of
- * BRIEF.md). The same RSS bound applies; throughput is printed.
+ * "application" thread that checks and frees them (the pattern of a
+ * message broker such as libzmq). The same RSS bound applies; throughput is
+ * printed.
  *
  * RSS is sampled by the monitor thread and, so that each half of a run has
  * samples however the threads are scheduled, by the producing threads 32

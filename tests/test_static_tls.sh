@@ -44,13 +44,14 @@ fi
 
 # --- 1. the size of brisk's TLS ----------------------------------------------
 if [ $have_readelf = 1 ]; then
-  tls_line=$(readelf -lW "$BRISK" | awk '$1 == "TLS"' || true)
+  phdrs=$(readelf -lW "$BRISK") || fail "readelf -lW $BRISK failed"
+  tls_line=$(echo "$phdrs" | awk '$1 == "TLS"')
   if [ -n "$tls_line" ]; then
     memsz=$(echo "$tls_line" | awk '{print strtonum($6)}' 2>/dev/null || true)
     [ -n "$memsz" ] || memsz=$(( $(echo "$tls_line" | awk '{print $6}') ))
     static_flag=$(readelf -dW "$BRISK" | grep -c STATIC_TLS || true)
     echo "test_static_tls: libbrisk.so PT_TLS MemSiz = $memsz bytes; STATIC_TLS flag: $([ "$static_flag" -gt 0 ] && echo yes || echo no)"
-    [ "$memsz" -le 64 ] || fail "libbrisk.so has $memsz bytes of TLS (PT_TLS MemSiz); the issue asks for a pointer or two (<= 64 bytes here)"
+    [ "$memsz" -le 64 ] || fail "libbrisk.so has $memsz bytes of TLS (PT_TLS MemSiz); it must stay a pointer or two (<= 64 bytes here)"
   else
     echo "test_static_tls: libbrisk.so has no PT_TLS segment"
   fi
