@@ -862,16 +862,6 @@ static void test_owns(void) {
   section_end();
 }
 
-/* A numeric member of brisk_stats_json(), or -1. */
-static double stat_value(const char *key) {
-  char buf[4096], pat[64];
-  size_t n = brisk_stats_json(buf, sizeof buf);
-  if (n == 0 || n >= sizeof buf) return -1;
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *s = strstr(buf, pat);
-  return s ? strtod(s + strlen(pat), NULL) : -1;
-}
-
 /* ------------------------------------------------------------------ */
 /* errno, interchangeability                                             */
 
@@ -929,7 +919,7 @@ static void test_errno_and_mixing(void) {
    * is no longer brisk's; many rounds do not grow the mapped memory) */
   for (int form = 0; form < 3; form++) {
     static const char *const names[] = {"brisk_free_sized", "free_sized", "free_aligned_sized"};
-    double before = stat_value("mapped_bytes");
+    double before = brisk_stat("mapped_bytes");
     for (int round = 0; round < 10; round++)
       for (size_t n = 1; n < (4u << 20); n = n * 5 + 3) {
         void *ps[4] = {brisk_malloc(n), brisk_calloc(n, 1), brisk_aligned_alloc(256, n), malloc(n)};
@@ -943,7 +933,7 @@ static void test_errno_and_mixing(void) {
             CHECK(!brisk_owns(ps[k]), "%s(%p, %zu): the huge block is still brisk's", names[form], ps[k], n);
         }
       }
-    double after = stat_value("mapped_bytes");
+    double after = brisk_stat("mapped_bytes");
     CHECK(after <= before + 32.0 * 1048576, "%s: 10 rounds of allocations released with it grew brisk's mapped memory "
           "from %.1f to %.1f MiB (does it release?)", names[form], before / 1048576.0, after / 1048576.0);
   }

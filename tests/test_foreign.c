@@ -98,16 +98,6 @@ static void test_free_and_usable(void) {
   if (v) { CHECK(malloc_usable_size(v) >= 5000, "usable(__libc_valloc(5000)) too small"); free(v); }
 }
 
-/* A numeric member of brisk_stats_json(), or -1. */
-static long stat_value(const char *key) {
-  char buf[4096], pat[64];
-  size_t n = brisk_stats_json(buf, sizeof buf);
-  if (n == 0 || n >= sizeof buf) return -1;
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *s = strstr(buf, pat);
-  return s ? strtol(s + strlen(pat), NULL, 10) : -1;
-}
-
 /* glibc's bytes in use: in its arenas and in mappings of their own. */
 static size_t glibc_in_use(void) {
   struct mallinfo2 m = mallinfo2();
@@ -123,7 +113,7 @@ static void test_handed_back(void) {
   enum { K = 400, BIG = 6 };
   static void *b[K], *big[BIG];
   size_t u0 = glibc_in_use();
-  long f0 = stat_value("foreign_frees");
+  long f0 = (long)brisk_stat("foreign_frees");
   CHECK(f0 >= 0, "brisk_stats_json has no \"foreign_frees\"");
   for (int round = 0; round < 3; round++) {
     /* round 0: free; round 1: realloc to a brisk block; round 2: realloc(p, 0) */
@@ -169,7 +159,7 @@ static void test_handed_back(void) {
     CHECK(u2 <= u0 + 4096,
           "round %d: after brisk released %d glibc blocks glibc still counts %zu bytes in use (%zu before they "
           "were allocated): the blocks were not handed back", round, K + BIG, u2, u0);
-    long f = stat_value("foreign_frees");
+    long f = (long)brisk_stat("foreign_frees");
     CHECK(f == f0 + (long)(round + 1) * (K + BIG), "round %d: brisk forwarded %ld frees to glibc, expected %ld",
           round, f - f0, (long)(round + 1) * (K + BIG));
   }

@@ -27,6 +27,10 @@
  *    allocating during exit (once with BRISK_SHOW_STATS=1); each child must
  *    exit with status 0 and report that its destructor ran.
  *
+ * The heaps of exited threads are adopted by new ones: brisk counts
+ * adoptions, and the heaps alive after the churn are at most those of the
+ * threads that can be alive at once.
+ *
  * Environment: BRISKTEST_SCALE=<float> scales the number of threads.
  */
 #define _GNU_SOURCE
@@ -370,6 +374,13 @@ static void run_churn(int rounds, int per_round) {
     fail("thread_local destructor ran %ld times, expected %ld", (long)atomic_load(&cxa_dtor_calls), nthreads);
   printf("test_threads: TLS destructors: %ld pthread key destructor calls, %ld thread_local destructor calls\n",
          (long)atomic_load(&key_dtor_calls), (long)atomic_load(&cxa_dtor_calls));
+  /* the heaps of exited threads are adopted, not piled up */
+  double adopted = brisk_stat("heaps_adopted"), heaps = brisk_stat("heaps");
+  printf("test_threads: heaps: %.0f alive after the churn, %.0f adoptions of an exited thread's heap\n", heaps,
+         adopted);
+  if (adopted <= 0) fail("no heap of an exited thread was adopted by a new thread (heaps_adopted %.0f)", adopted);
+  if (heaps < 0 || heaps > WAVE + 8)
+    fail("%.0f heaps alive after the churn; at most %d threads (and the main one) ran at once", heaps, WAVE + 2);
   if (rounds >= 6) {
     /* piling up shows as steady growth (tens of MiB per round here); purge
      * timing makes single samples jumpy, so compare the highest of the first
