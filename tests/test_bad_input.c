@@ -30,6 +30,8 @@ extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
 /* C++ operator delete, delete[] and sized delete (libbrisk.so defines
  * them), called by their mangled names from C. */
+extern void *_Znwm(size_t);
+extern void *_Znam(size_t);
 extern void _ZdlPv(void *);
 extern void _ZdaPv(void *);
 extern void _ZdlPvm(void *, size_t);
@@ -306,14 +308,24 @@ static void sc_delete_foreign(void) {
   workload_after(64, NULL, 0);
   finish();
 }
+/* The block comes from the matching operator new and is deleted once
+ * correctly, then again. The hardened build (test_hardened.sh runs this
+ * test under it) records each block's allocation kind and resets it to
+ * malloc on release, so there the second delete is reported as a mismatch. */
 static void delete_double(int how) {
   guards_alloc();
-  char *p = malloc(64);
-  if (!p) { child_fail("malloc(64) failed"); finish(); }
+  char *p = how == 1 ? _Znam(64) : _Znwm(64);
   size_t cls = brisk_usable_size(p);
-  free(p);
-  expect_line("brisk: error: %s(%p): double free (size class %zu)", how == 1 ? "operator delete[]" : "operator delete",
-              (void *)p, cls);
+  const char *op = how == 1 ? "operator delete[]" : "operator delete";
+  if (how == 0) _ZdlPv(p);
+  else if (how == 1) _ZdaPv(p);
+  else _ZdlPvm(p, 64);
+  char stats[4096];
+  brisk_stats_json(stats, sizeof stats);
+  if (strstr(stats, "\"hardened\":1"))
+    expect_line("brisk: error: %s(%p): mismatched release: the block was allocated by malloc", op, (void *)p);
+  else
+    expect_line("brisk: error: %s(%p): double free (size class %zu)", op, (void *)p, cls);
   if (how == 0) _ZdlPv(opaque_ptr(p));
   else if (how == 1) _ZdaPv(opaque_ptr(p));
   else _ZdlPvm(opaque_ptr(p), 64);
