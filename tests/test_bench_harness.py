@@ -9,6 +9,11 @@ can be checked. A second fake (FAKE_SCALE) reports ops and secs chosen from
 the allocator and the thread count it is given, for --scaling. Unit tests
 cover the parsers and the statistics.
 
+A check that cannot run here (no matplotlib, no strace) is reported as
+SKIP and the test exits 77 (skipped) once every other check passed; with
+CI=true, where scripts/setup.sh has installed them, a missing tool is a
+failure. A check that the machine forbids (ptrace) stays a skip.
+
 ctest-labels: bench
 """
 import csv
@@ -23,6 +28,24 @@ import subprocess
 import sys
 import tempfile
 import traceback
+
+# The checks are assert statements: under python3 -O or PYTHONOPTIMIZE they
+# would be compiled away and every check would pass. Run again without.
+if not __debug__:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONOPTIMIZE"}
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
+
+SKIP_RETURN_CODE = 77
+IN_CI = os.environ.get("CI") == "true"
+
+
+def missing(tool):
+    """What a check returns when a tool it needs is not installed."""
+    if IN_CI:
+        raise AssertionError("%s is not installed; with CI=true every tool the tests use must be "
+                             "(scripts/setup.sh)" % tool)
+    return "skipped (no %s)" % tool
+
 
 SOURCE_DIR = os.environ.get("BRISKTEST_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
@@ -410,7 +433,7 @@ def test_preload_is_passed(env):
             lib = p
             break
     if not lib:
-        return "skipped (no libm.so.6 found)"
+        return missing("libm.so.6")
     r = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,m=%s" % lib, "--runs", "1",
                 "--no-aa", stem="preload")
     assert r.returncode == 0, r.stderr
@@ -425,7 +448,7 @@ def test_preload_is_passed(env):
 
 def test_charts(env):
     if not harness.matplotlib_python():
-        return "skipped (no matplotlib)"
+        return missing("matplotlib")
     r = env.run("--quick", "--only", "alpha", "--alloc", "brisk=none,fast=none", "--runs", "1",
                 stem="charts", charts=True)
     assert r.returncode == 0, r.stderr
@@ -516,14 +539,14 @@ def test_scaling_failure_and_charts(env):
                          "--runs", "1", stem="scalref", workloads=env.scale_workloads)
     assert ref_broken.returncode == 1
     if not harness.matplotlib_python():
-        return "skipped charts (no matplotlib)"
+        return missing("matplotlib")
     with open(env.result("scalfail", "-larson.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_syscalls_mode(env):
     if not shutil.which("strace"):
-        return "skipped (no strace)"
+        return missing("strace")
     r = env.run("--syscalls", "--only", "alpha", "--alloc", "brisk=none", stem="sys")
     if r.returncode != 0 and "ptrace" in (r.stderr + r.stdout).lower():
         return "skipped (ptrace not permitted)"
@@ -590,7 +613,9 @@ def main():
     if skipped:
         line += ", %d skipped" % skipped
     print(line)
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return SKIP_RETURN_CODE if skipped else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-/* Faults from the system below brisk (issue 5): OS memory requests fail.
+/* Faults from the system below brisk: OS memory requests fail.
  *
  * ctest-labels: sanitize
  *
@@ -33,6 +33,8 @@
  */
 #define _GNU_SOURCE
 #include <brisk.h>
+
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -585,6 +587,22 @@ static void recovery_single(const char *when) {
 static atomic_int g_go;
 static atomic_int g_ready;
 
+/* Word-wise patterns for the recovery threads' blocks (up to 3 MiB). */
+static inline uint64_t patw(size_t k, uint64_t seed) { return seed ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull); }
+static void fillw(void *p, size_t n, uint64_t seed) {
+  uint64_t *w = p;
+  for (size_t k = 0; k < n / 8; k++) w[k] = patw(k, seed);
+  memset((char *)p + n / 8 * 8, (int)(seed & 0xff), n % 8);
+}
+static size_t checkw(const void *p, size_t n, uint64_t seed) {
+  const uint64_t *w = p;
+  for (size_t k = 0; k < n / 8; k++)
+    if (w[k] != patw(k, seed)) return k * 8;
+  for (size_t i = n / 8 * 8; i < n; i++)
+    if (((const unsigned char *)p)[i] != (unsigned char)(seed & 0xff)) return i;
+  return (size_t)-1;
+}
+
 static void *recovery_thread(void *arg) {
   unsigned id = (unsigned)(uintptr_t)arg;
   atomic_fetch_add(&g_ready, 1);
@@ -593,12 +611,14 @@ static void *recovery_thread(void *arg) {
   enum { N = 128 };
   void *b[N] = {0};
   size_t sz[N] = {0};
+  uint64_t seed[N] = {0};
   for (int i = 0; i < 20000; i++) {
     uint64_t r = rng_next(&rs);
     int s = (int)(r % N);
     if (b[s]) {
-      if (((unsigned char *)b[s])[0] != (unsigned char)s || ((unsigned char *)b[s])[sz[s] - 1] != (unsigned char)s)
-        fail("recovery thread %u: block changed", id);
+      size_t off = checkw(b[s], sz[s], seed[s]);
+      if (off != (size_t)-1)
+        fail("recovery thread %u: block %p (%zu bytes) changed at offset %zu", id, b[s], sz[s], off);
       free(b[s]);
       b[s] = NULL;
     } else {
@@ -606,7 +626,8 @@ static void *recovery_thread(void *arg) {
       b[s] = malloc(size);
       if (!b[s]) { fail("recovery thread %u: malloc(%zu) failed with the faults off", id, size); continue; }
       sz[s] = size;
-      memset(b[s], s, size);
+      seed[s] = ((uint64_t)id << 48) ^ ((uint64_t)i << 16) ^ (uint64_t)s; /* the block's identity */
+      fillw(b[s], size, seed[s]);
     }
     if (i % 2000 == 0) {
       brisk_heap_t *h = brisk_heap_new();
@@ -881,6 +902,7 @@ static void child_body(int faults_on) {
     pthread_join(t, &tr);
     if (tr) fail("fork child: its thread could not allocate");
   }
+  if (brisk_errors_reported() != 0) fail("fork child: brisk reported %ld bad inputs", brisk_errors_reported());
   exit(g_failures ? 1 : 0);
 }
 
@@ -1010,6 +1032,7 @@ static void rlimit_child(void) {
       fail("RLIMIT_AS: after freeing everything only %zu of %zu bytes could be allocated again", bytes, bytes_first);
     brisk_collect();
   }
+  if (brisk_errors_reported() != 0) fail("RLIMIT_AS child: brisk reported %ld bad inputs", brisk_errors_reported());
   exit(g_failures ? 1 : 0);
 }
 
@@ -1030,6 +1053,13 @@ int main(int argc, char **argv) {
   signal(SIGALRM, on_alarm);
   setvbuf(stdout, NULL, _IONBF, 0);
   const char *only = argc > 1 ? argv[1] : NULL;
+  static const char *const phases[] = {"after", "random", "recovery", "threads", "fork", "rlimit"};
+  int known = !only;
+  for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) known |= only && !strcmp(only, phases[i]);
+  if (!known) {
+    say("test_faults: unknown phase '%s' (after, random, recovery, threads, fork, rlimit)\n", only);
+    return 2;
+  }
   g_threads_no_faults = argc > 2 && !strcmp(argv[2], "nofaults");
   double t0 = now_s();
   phase("blocks before the faults", 30);
@@ -1045,6 +1075,8 @@ int main(int argc, char **argv) {
   faults_off();
   before_check("at the end");
   recovery_single("at the end");
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs; under faults too every call here is a correct one", errors);
   alarm(0);
   say("[faults] %s in %.1f s\n", g_failures ? "FAILED" : "all phases passed", now_s() - t0);
   return g_failures ? 1 : 0;

@@ -1,4 +1,4 @@
-// Faults from the system below brisk, seen from C++ (issue 5): with brisk's
+// Faults from the system below brisk, seen from C++: with brisk's
 // OS memory requests failing (brisk_fault_injection), every form of
 // operator new throws std::bad_alloc (the nothrow forms return nullptr),
 // the std::new_handler is called and its retry loop works, containers
@@ -6,6 +6,8 @@
 //
 // ctest-labels: sanitize
 #include <brisk.h>
+
+#include "brisk_errors.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -184,21 +186,31 @@ int main() {
   g_handler_calls = 0;
   std::set_new_handler(handler_gives_up);
   CHECK(keep(new (std::nothrow) char[kHuge]) == nullptr, "nothrow new with a new_handler that gives up");
+  CHECK(g_handler_calls == 1, "nothrow new: the giving-up new_handler was called %d times, expected once",
+        g_handler_calls);
   std::set_new_handler(nullptr);
   faults_off();
   before.check("after every request failed");
 
   // --- random failures: each new either works or throws bad_alloc --------
+  // each kept vector with the size and the value it was made with; the
+  // table's room is taken before the faults, so it never grows under them
+  struct made_t {
+    std::unique_ptr<std::vector<int>> v;
+    std::size_t n;
+    int value;
+  };
+  std::vector<made_t> kept;
+  kept.reserve(128);
   brisk_fault_injection(-1, 300000);
   long ok = 0, thrown = 0, nulls = 0;
-  std::vector<std::unique_ptr<std::vector<int>>> kept;
   std::uint64_t rs = 7;
   for (int i = 0; i < 4000; i++) {
     rs = rs * 6364136223846793005ull + 1442695040888963407ull;
     std::size_t n = (rs >> 33) % 5 == 0 ? std::size_t((rs >> 40) % 800000) : std::size_t((rs >> 40) % 2000);
     try {
       auto v = std::make_unique<std::vector<int>>(n, int(i));
-      kept.push_back(std::move(v));
+      kept.push_back(made_t{std::move(v), n, int(i)});
       ok++;
     } catch (const std::bad_alloc &) {
       thrown++;
@@ -213,12 +225,15 @@ int main() {
     if (kept.size() > 64) kept.erase(kept.begin(), kept.begin() + 32);
   }
   faults_off();
-  for (auto &v : kept)
-    for (std::size_t k = 0; k < v->size(); k++)
-      if ((*v)[k] != (*v)[0]) {
-        CHECK(false, "a vector made under faults changed");
+  for (auto &m : kept) {
+    CHECK(m.v->size() == m.n, "a vector of %zu ints made under faults has size %zu", m.n, m.v->size());
+    for (std::size_t k = 0; k < m.v->size(); k++)
+      if ((*m.v)[k] != m.value) {
+        CHECK(false, "a vector of %zu ints made under faults changed at %zu: %d, expected %d", m.n, k, (*m.v)[k],
+              m.value);
         break;
       }
+  }
   kept.clear();
   std::printf("[faults_cpp] random failures: %ld made, %ld bad_alloc, %ld nothrow nullptr\n", ok, thrown, nulls);
   CHECK(thrown > 0 && nulls > 0, "no new ever failed at a 30%% failure rate");
@@ -233,6 +248,8 @@ int main() {
     delete a;
   }
   before.check("at the end");
+  long errors = brisk_errors_reported();
+  CHECK(errors == 0, "brisk reported %ld bad inputs, this test makes none", errors);
   std::printf("[faults_cpp] %s\n", g_failures ? "FAILED" : "all checks passed");
   return g_failures ? 1 : 0;
 }

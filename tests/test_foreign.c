@@ -2,7 +2,9 @@
  * __libc_calloc, __libc_memalign, ...) handed to brisk's free, realloc and
  * malloc_usable_size. brisk is the process's malloc here (the test links
  * libbrisk.so), so these must be forwarded to glibc silently: no crash, no
- * "brisk: error" line, content preserved by realloc.
+ * "brisk: error" line, content preserved by realloc, and the memory really
+ * goes back to glibc: glibc's own accounting (mallinfo2) falls back and
+ * brisk counts each block it forwarded ("foreign_frees" in its statistics).
  *
  * ctest-labels: sanitize
  *
@@ -12,6 +14,8 @@
  */
 #define _GNU_SOURCE
 #include <brisk.h>
+
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -94,6 +98,73 @@ static void test_free_and_usable(void) {
   if (v) { CHECK(malloc_usable_size(v) >= 5000, "usable(__libc_valloc(5000)) too small"); free(v); }
 }
 
+/* glibc's bytes in use: in its arenas and in mappings of their own. */
+static size_t glibc_in_use(void) {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+/* The blocks are really handed back to glibc, not dropped: glibc's bytes in
+ * use fall back to where they were, and brisk counts one forwarded free per
+ * block. Sizes above glibc's tcache (1 KiB), whose chunks mallinfo2 counts
+ * as in use, and 1 MiB ones (mapped, or in the arena once glibc's dynamic
+ * mmap threshold has grown). */
+static void test_handed_back(void) {
+  enum { K = 400, BIG = 6 };
+  static void *b[K], *big[BIG];
+  size_t u0 = glibc_in_use();
+  long f0 = (long)brisk_stat("foreign_frees");
+  CHECK(f0 >= 0, "brisk_stats_json has no \"foreign_frees\"");
+  for (int round = 0; round < 3; round++) {
+    /* round 0: free; round 1: realloc to a brisk block; round 2: realloc(p, 0) */
+    for (int i = 0; i < K; i++) {
+      size_t n = 2000 + (size_t)(i % 7) * 64;
+      b[i] = __libc_malloc(n);
+      if (!b[i]) { FAIL("__libc_malloc(%zu) failed", n); return; }
+      fill(b[i], n, (unsigned)i);
+    }
+    for (int i = 0; i < BIG; i++) {
+      big[i] = __libc_malloc((size_t)1 << 20);
+      if (!big[i]) { FAIL("__libc_malloc(1 MiB) failed"); return; }
+      memset(big[i], i, (size_t)1 << 20);
+    }
+    size_t u1 = glibc_in_use();
+    CHECK(u1 >= u0 + K * 2000 + BIG * ((size_t)1 << 20),
+          "test premise: glibc counts %zu bytes in use with the blocks, %zu without", u1, u0);
+    for (int i = 0; i < K; i++) {
+      if (round == 0) {
+        free(b[i]);
+      } else if (round == 1) {
+        void *q = realloc(b[i], 100);
+        CHECK(q && brisk_owns(q) && check(q, 100, (unsigned)i) == (size_t)-1,
+              "realloc(__libc_malloc block, 100) = %p: not a brisk block with the content", q);
+        b[i] = q;
+      } else {
+        void *z = realloc(b[i], 0);
+        CHECK(z == NULL, "realloc(__libc_malloc block, 0) = %p", z);
+      }
+    }
+    for (int i = 0; i < BIG; i++) {
+      if (round == 1) {
+        void *q = realloc(big[i], 5000);
+        CHECK(q && brisk_owns(q), "realloc(__libc_malloc(1 MiB), 5000) = %p: not a brisk block", q);
+        free(q);
+      } else {
+        free(big[i]);
+      }
+    }
+    if (round == 1)
+      for (int i = 0; i < K; i++) free(b[i]); /* brisk's blocks now: not forwarded */
+    size_t u2 = glibc_in_use();
+    CHECK(u2 <= u0 + 4096,
+          "round %d: after brisk released %d glibc blocks glibc still counts %zu bytes in use (%zu before they "
+          "were allocated): the blocks were not handed back", round, K + BIG, u2, u0);
+    long f = (long)brisk_stat("foreign_frees");
+    CHECK(f == f0 + (long)(round + 1) * (K + BIG), "round %d: brisk forwarded %ld frees to glibc, expected %ld",
+          round, f - f0, (long)(round + 1) * (K + BIG));
+  }
+}
+
 static void test_realloc(void) {
   /* grow, shrink, and jump between small / mmapped sizes */
   for (size_t i = 0; i < NS; i++)
@@ -174,10 +245,13 @@ static int child_main(void) {
   test_free_and_usable();
   test_realloc();
   test_threads();
+  test_handed_back();
   /* brisk still works afterwards */
   void *p = malloc(100);
   CHECK(p && brisk_owns(p), "malloc after the foreign frees failed");
   free(p);
+  long errors = brisk_errors_reported();
+  CHECK(errors == 0, "brisk counted %ld bad inputs; glibc's blocks must be forwarded silently", errors);
   return g_fail ? 1 : 0;
 }
 

@@ -17,8 +17,13 @@
 //     exception type: plain new propagates it, nothrow new returns nullptr;
 //   - a handler that frees a reserve and returns makes the retry succeed:
 //     real out-of-memory under a lowered RLIMIT_AS (restored afterwards).
+// When that section cannot run here (no /proc, an RLIMIT_AS hard limit too
+// low) the test exits 77 (skipped) once every other check passed; with
+// CI=true that is a failure.
 // Run by hand: build/tests/test_new_delete
 #include <brisk.h>
+
+#include "brisk_errors.h"
 
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -37,6 +42,7 @@
 namespace {
 
 long g_failures = 0;
+long g_skipped = 0;
 long g_section_failures = 0;
 const char *g_section = "?";
 
@@ -512,6 +518,7 @@ void test_handler_frees_reserve() {
     long vm = vm_size_bytes();
     if (vm < 0) {
       std::printf("[new_delete]   cannot read VmSize: skipped\n");
+      g_skipped++;
       ::operator delete(g_reserve);
       break;
     }
@@ -519,6 +526,7 @@ void test_handler_frees_reserve() {
     lim.rlim_cur = static_cast<rlim_t>(vm) + margin;
     if (old.rlim_max != RLIM_INFINITY && lim.rlim_cur > old.rlim_max) {
       std::printf("[new_delete]   RLIMIT_AS hard limit too low: skipped\n");
+      g_skipped++;
       ::operator delete(g_reserve);
       break;
     }
@@ -573,9 +581,23 @@ int main() {
   test_over_aligned();
   test_failure();
   test_handler_frees_reserve();
+  long errors = brisk_errors_reported();
+  if (errors != 0) {
+    std::printf("[new_delete] FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);
+    g_failures++;
+  }
   if (g_failures) {
     std::printf("[new_delete] FAILED: %ld failed checks\n", g_failures);
     return 1;
+  }
+  if (g_skipped) {
+    const char *ci = std::getenv("CI");
+    if (ci && std::strcmp(ci, "true") == 0) {
+      std::printf("[new_delete] FAILED: a section could not run, and with CI=true nothing may be skipped\n");
+      return 1;
+    }
+    std::printf("[new_delete] all checks that could run passed; a section was skipped\n");
+    return 77;
   }
   std::printf("[new_delete] all checks passed\n");
   return 0;

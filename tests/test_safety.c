@@ -1,8 +1,8 @@
-/* Safety in the default build: heap-corruption detection (issue 5).
+/* Safety in the default build: heap-corruption detection.
  *
  * ctest-labels: sanitize
  *
- * Every bad input of the safety issue, one scenario each, with the exact
+ * Every bad input of docs/SECURITY.md, one scenario each, with the exact
  * "brisk: error:" line (function, pointer, reason, size class where there
  * is one) and a check that every other allocation is intact afterwards:
  *   - double frees of small and medium blocks in many orders (a b a; a, 50

@@ -21,6 +21,8 @@
 #    exits. Whatever brisk registered for thread exit (pthread key destructor,
 #    TLS destructor) must not point into the unloaded library: brisk must
 #    stay loaded (-z nodelete) or unregister itself. Reported separately.
+# Without readelf, parts 2 and 3 run and the test then exits 77 (skipped);
+# with CI=true a missing tool is a failure.
 set -euo pipefail
 : "${BRISKTEST_LIB:?BRISKTEST_LIB must point to libbrisk.so}"
 CC=${CC:-cc}
@@ -33,16 +35,23 @@ unset BRISKTEST_LIB BRISKTEST_SOURCE_DIR BRISKTEST_BUILD_DIR BRISKTEST_BIN_DIR
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "test_static_tls: FAIL: $*" >&2; exit 1; }
+have_readelf=0
+if command -v readelf >/dev/null; then
+  have_readelf=1
+elif [ "${CI:-}" = true ]; then
+  fail "readelf is not installed (binutils); with CI=true every tool the tests use must be"
+fi
 
 # --- 1. the size of brisk's TLS ----------------------------------------------
-if command -v readelf >/dev/null; then
-  tls_line=$(readelf -lW "$BRISK" | awk '$1 == "TLS"' || true)
+if [ $have_readelf = 1 ]; then
+  phdrs=$(readelf -lW "$BRISK") || fail "readelf -lW $BRISK failed"
+  tls_line=$(echo "$phdrs" | awk '$1 == "TLS"')
   if [ -n "$tls_line" ]; then
     memsz=$(echo "$tls_line" | awk '{print strtonum($6)}' 2>/dev/null || true)
     [ -n "$memsz" ] || memsz=$(( $(echo "$tls_line" | awk '{print $6}') ))
     static_flag=$(readelf -dW "$BRISK" | grep -c STATIC_TLS || true)
     echo "test_static_tls: libbrisk.so PT_TLS MemSiz = $memsz bytes; STATIC_TLS flag: $([ "$static_flag" -gt 0 ] && echo yes || echo no)"
-    [ "$memsz" -le 64 ] || fail "libbrisk.so has $memsz bytes of TLS (PT_TLS MemSiz); the issue asks for a pointer or two (<= 64 bytes here)"
+    [ "$memsz" -le 64 ] || fail "libbrisk.so has $memsz bytes of TLS (PT_TLS MemSiz); it must stay a pointer or two (<= 64 bytes here)"
   else
     echo "test_static_tls: libbrisk.so has no PT_TLS segment"
   fi
@@ -194,7 +203,7 @@ $CC -O2 -fPIC -shared -I"$incdir" -o "$tmp/plugin.so" "$tmp/plugin.c" -L"$libdir
 $CC -O2 -fPIC -shared -o "$tmp/filler.so" "$tmp/filler.c"
 $CC -O2 -o "$tmp/host" "$tmp/host.c" -ldl -lpthread
 # the host must not link brisk
-if readelf -dW "$tmp/host" | grep -q brisk; then fail "test setup: host links brisk"; fi
+if [ $have_readelf = 1 ] && readelf -dW "$tmp/host" | grep -q brisk; then fail "test setup: host links brisk"; fi
 
 run_host() {
   local label=$1; shift
@@ -211,8 +220,8 @@ run_host() {
     fi
     return 1
   fi
-  if grep -q "brisk: error" "$tmp/err"; then
-    echo "test_static_tls: FAIL: $label: brisk reported an error" >&2
+  if grep -qE "brisk: (error|warning)" "$tmp/err"; then
+    echo "test_static_tls: FAIL: $label: brisk reported an error or a warning" >&2
     return 1
   fi
   return 0
@@ -224,5 +233,9 @@ run_host "thread exit after dlclose of libbrisk" "$tmp/plugin.so" dlclose || fai
 if [ $failures -ne 0 ]; then
   echo "test_static_tls: $failures of 3 runs failed" >&2
   exit 1
+fi
+if [ $have_readelf = 0 ]; then
+  echo "test_static_tls: SKIPPED: the dlopen runs passed; readelf is not installed, so the size of brisk's TLS was not checked"
+  exit 77
 fi
 echo "test_static_tls: PASS"

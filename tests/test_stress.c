@@ -19,8 +19,8 @@
  *
  * Pass 1 uses the prefixed API (brisk_malloc/calloc/realloc/aligned_alloc/
  * free/free_sized). Pass 2 uses the standard names (malloc, calloc, realloc,
- * reallocarray, aligned_alloc, posix_memalign, memalign, free), which brisk
- * overrides; it is skipped in the ThreadSanitizer build, where TSan
+ * reallocarray, aligned_alloc, posix_memalign, memalign, free, free_sized),
+ * which brisk overrides; it is skipped in the ThreadSanitizer build, where TSan
  * intercepts the standard names itself.
  *
  * Usage: test_stress [threads [rounds [iterations-per-thread]]] [--brisk-only|--malloc-only]
@@ -30,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include "brisk.h"
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -137,7 +138,9 @@ static void *s_aligned(size_t al, size_t sz, uint64_t r) {
   }
 }
 static void s_free(void *p) { free(p); }
-static void s_free_sized(void *p, size_t n) { (void)n; free(p); }
+/* C23; exported by libbrisk.so (older glibc headers do not declare it). */
+extern void free_sized(void *p, size_t size);
+static void s_free_sized(void *p, size_t n) { free_sized(p, n); }
 static size_t s_usable(void *p) { return malloc_usable_size(p); }
 
 static const api_t api_brisk = {"brisk_*", 0, brisk_malloc, brisk_calloc, brisk_realloc, b_aligned,
@@ -472,6 +475,8 @@ int main(int argc, char **argv) {
       run_pass(&api_std, nthreads, rounds, seed ^ 0xabcdef);
     }
   }
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs; this test makes none", errors);
   printf("test_stress: PASS\n");
   return 0;
 }

@@ -27,10 +27,15 @@
  *    allocating during exit (once with BRISK_SHOW_STATS=1); each child must
  *    exit with status 0 and report that its destructor ran.
  *
+ * The heaps of exited threads are adopted by new ones: brisk counts
+ * adoptions, and the heaps alive after the churn are at most those of the
+ * threads that can be alive at once.
+ *
  * Environment: BRISKTEST_SCALE=<float> scales the number of threads.
  */
 #define _GNU_SOURCE
 #include "brisk.h"
+#include "brisk_errors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -369,6 +374,13 @@ static void run_churn(int rounds, int per_round) {
     fail("thread_local destructor ran %ld times, expected %ld", (long)atomic_load(&cxa_dtor_calls), nthreads);
   printf("test_threads: TLS destructors: %ld pthread key destructor calls, %ld thread_local destructor calls\n",
          (long)atomic_load(&key_dtor_calls), (long)atomic_load(&cxa_dtor_calls));
+  /* the heaps of exited threads are adopted, not piled up */
+  double adopted = brisk_stat("heaps_adopted"), heaps = brisk_stat("heaps");
+  printf("test_threads: heaps: %.0f alive after the churn, %.0f adoptions of an exited thread's heap\n", heaps,
+         adopted);
+  if (adopted <= 0) fail("no heap of an exited thread was adopted by a new thread (heaps_adopted %.0f)", adopted);
+  if (heaps < 0 || heaps > WAVE + 8)
+    fail("%.0f heaps alive after the churn; at most %d threads (and the main one) ran at once", heaps, WAVE + 2);
   if (rounds >= 6) {
     /* piling up shows as steady growth (tens of MiB per round here); purge
      * timing makes single samples jumpy, so compare the highest of the first
@@ -438,6 +450,8 @@ __attribute__((destructor)) static void late_dtor(void) {
     if (!q) fail("brisk_realloc in destructor returned NULL");
     free(q);
   }
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs by the end of the exit path; this test makes none", errors);
   say(exit_mode == 2 ? "exit scenario: destructor done\n" : "test_threads: frees in atexit handlers, TLS "
                                                             "destructor and destructor after main: OK\n");
 }
@@ -526,13 +540,21 @@ static int run_exit_children(const char *self) {
     close(pfd[0]);
     int st;
     waitpid(pid, &st, 0);
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "exit scenario: destructor done");
+    /* brisk reports a correct free taken for a bad one, or a bad option,
+     * with a line and goes on: the child's status alone would not show it */
+    int complained = strstr(out, "brisk: error") != NULL || strstr(out, "brisk: warning") != NULL;
+    /* BRISK_SHOW_STATS=1 prints the statistics at exit, "errors" last */
+    int stats_ok = i != 0 || strstr(out, "errors: 0") != NULL;
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "exit scenario: destructor done") && !complained &&
+             stats_ok;
     if (!ok) {
       bad++;
-      fprintf(stderr, "test_threads: FAIL: exit scenario %d%s: %s %d; destructor marker %s\n", i,
+      fprintf(stderr, "test_threads: FAIL: exit scenario %d%s: %s %d; destructor marker %s%s%s\n", i,
               i == 0 ? " (BRISK_SHOW_STATS=1)" : "", WIFEXITED(st) ? "exit status" : "killed by signal",
               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-              strstr(out, "exit scenario: destructor done") ? "present" : "missing");
+              strstr(out, "exit scenario: destructor done") ? "present" : "missing",
+              complained ? "; brisk printed an error or a warning" : "",
+              stats_ok ? "" : "; no statistics with \"errors: 0\" at exit");
       fprintf(stderr, "--- output of the child (stdout and stderr) ---\n%s--- end ---\n", out);
     }
   }
@@ -556,6 +578,8 @@ int main(int argc, char **argv) {
   self[n] = 0;
   int bad = run_exit_children(self);
   if (bad) return 1;
+  long errors = brisk_errors_reported();
+  if (errors != 0) fail("brisk reported %ld bad inputs during the churn; this test makes none", errors);
   prepare_exit_checks(1);
   printf("test_threads: PASS (the exit-time checks follow)\n");
   fflush(stdout);
