@@ -12,8 +12,8 @@
 //     containers live, 0 after) and another heap's count does not move;
 //   - std::allocate_shared with both: the object and its control block are
 //     one block of the heap, which a weak_ptr keeps after the object dies;
-//   - over-aligned T (alignas(64), alignas(4096)) in every container and in
-//     allocate_shared, with both allocators;
+//   - over-aligned T (alignas(64), alignas(4096), alignas(256 KiB)) in every
+//     container and in allocate_shared, with both allocators;
 //   - equality and what the propagation traits do to containers: copy
 //     assignment stays on the destination's heap, move assignment and swap
 //     take the source's heap and storage, copy construction the source's;
@@ -345,6 +345,12 @@ struct alignas(4096) a4k {
   int v;
   explicit a4k(int x = 0) : v(x) {}
 };
+// brisk_malloc happens to align a multiple of an alignment up to 64 KiB to
+// it; beyond that only the aligned entry points do.
+struct alignas(256 * 1024) a256k {
+  int v;
+  explicit a256k(int x = 0) : v(x) {}
+};
 
 void test_allocate_shared() {
   section_begin("std::allocate_shared");
@@ -388,13 +394,13 @@ void test_allocate_shared() {
 }
 
 template <class T, template <class> class A>
-void aligned_containers(const A<char> &a, const char *what) {
+void aligned_containers(const A<char> &a, const char *what, int n) {
   constexpr std::size_t al = alignof(T);
   {
     std::vector<T, A<T>> v{A<T>(a)};
-    for (int i = 0; i < 200; i++) v.emplace_back(i);
+    for (int i = 0; i < 2 * n; i++) v.emplace_back(i);
     CHECK(is_aligned(v.data(), al), "%s: vector<alignas(%zu)> storage %p", what, al, (void *)v.data());
-    for (int i = 0; i < 200; i++)
+    for (int i = 0; i < 2 * n; i++)
       if (v[static_cast<std::size_t>(i)].v != i) {
         FAIL("%s: vector<alignas(%zu)> element %d wrong", what, al, i);
         break;
@@ -402,7 +408,7 @@ void aligned_containers(const A<char> &a, const char *what) {
   }
   {
     std::list<T, A<T>> l{A<T>(a)};
-    for (int i = 0; i < 100; i++) l.emplace_back(i);
+    for (int i = 0; i < n; i++) l.emplace_back(i);
     int i = 0;
     for (auto &e : l) {
       if (!is_aligned(&e, al) || e.v != i) {
@@ -414,8 +420,8 @@ void aligned_containers(const A<char> &a, const char *what) {
   }
   {
     std::deque<T, A<T>> d{A<T>(a)};
-    for (int i = 0; i < 100; i++) d.emplace_back(i);
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < n; i++) d.emplace_back(i);
+    for (int i = 0; i < n; i++) {
       const T &e = d[static_cast<std::size_t>(i)];
       if (!is_aligned(&e, al) || e.v != i) {
         FAIL("%s: deque<alignas(%zu)> element %d at %p", what, al, i, (const void *)&e);
@@ -425,7 +431,7 @@ void aligned_containers(const A<char> &a, const char *what) {
   }
   {
     std::map<int, T, std::less<int>, A<std::pair<const int, T>>> m{A<std::pair<const int, T>>(a)};
-    for (int i = 0; i < 100; i++) m.emplace(i, T(i * 2));
+    for (int i = 0; i < n; i++) m.emplace(i, T(i * 2));
     for (auto &kv : m)
       if (!is_aligned(&kv.second, al) || kv.second.v != kv.first * 2) {
         FAIL("%s: map<int, alignas(%zu)> value at %p", what, al, (void *)&kv.second);
@@ -435,7 +441,7 @@ void aligned_containers(const A<char> &a, const char *what) {
   {
     std::unordered_map<int, T, std::hash<int>, std::equal_to<int>, A<std::pair<const int, T>>> u{
         A<std::pair<const int, T>>(a)};
-    for (int i = 0; i < 100; i++) u.emplace(i, T(i + 1));
+    for (int i = 0; i < n; i++) u.emplace(i, T(i + 1));
     for (auto &kv : u)
       if (!is_aligned(&kv.second, al) || kv.second.v != kv.first + 1) {
         FAIL("%s: unordered_map<int, alignas(%zu)> value at %p", what, al, (void *)&kv.second);
@@ -458,12 +464,14 @@ void aligned_containers(const A<char> &a, const char *what) {
 }
 
 void test_over_aligned() {
-  section_begin("over-aligned T: alignas(64), alignas(4096)");
-  aligned_containers<a64>(brisk::allocator<char>(), "brisk::allocator");
-  aligned_containers<a4k>(brisk::allocator<char>(), "brisk::allocator");
+  section_begin("over-aligned T: alignas(64), alignas(4096), alignas(256 KiB)");
+  aligned_containers<a64>(brisk::allocator<char>(), "brisk::allocator", 100);
+  aligned_containers<a4k>(brisk::allocator<char>(), "brisk::allocator", 100);
+  aligned_containers<a256k>(brisk::allocator<char>(), "brisk::allocator", 4);
   brisk_heap_t *h = brisk_heap_new();
-  aligned_containers<a64>(brisk::heap_allocator<char>(h), "heap_allocator");
-  aligned_containers<a4k>(brisk::heap_allocator<char>(h), "heap_allocator");
+  aligned_containers<a64>(brisk::heap_allocator<char>(h), "heap_allocator", 100);
+  aligned_containers<a4k>(brisk::heap_allocator<char>(h), "heap_allocator", 100);
+  aligned_containers<a256k>(brisk::heap_allocator<char>(h), "heap_allocator", 4);
   CHECK(heap_blocks(h) == 0, "over-aligned containers gone, the heap has blocks_in_use %g", heap_blocks(h));
   {
     std::vector<a4k, brisk::heap_allocator<a4k>> v{brisk::heap_allocator<a4k>(h)};
