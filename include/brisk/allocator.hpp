@@ -21,9 +21,9 @@
 // (is_always_equal), move assignment propagates it, the other traits do not
 // matter.
 //
-// Equality of brisk::heap_allocator: equal when over the same heap. (Any brisk block
-// could be freed through either, but equality also says where the next
-// allocation goes, and a heap allocates only on its own thread.)
+// Equality of brisk::heap_allocator: equal when over the same heap. (Any
+// brisk block could be freed through either, but equality also says where
+// the next allocation goes, and a heap allocates only on its own thread.)
 //
 // Propagation of brisk::heap_allocator (std::allocator_traits):
 //   propagate_on_container_copy_assignment  false: a copy allocates from the

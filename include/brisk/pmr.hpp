@@ -38,7 +38,10 @@
 // heap_resource without dynamic_cast, a resource is asked whether it is
 // equal to a marker object that only its kind answers yes to (and that no
 // resource of another kind does: one answering yes to every resource is
-// not taken for brisk's).
+// not taken for brisk's). A marker is one object per program, unless two
+// shared libraries each hide their copy (-fvisibility=hidden): then their
+// resources over one heap compare unequal, which costs containers a copy
+// where a move would do, never correctness.
 #ifndef BRISK_PMR_HPP
 #define BRISK_PMR_HPP
 
