@@ -279,7 +279,8 @@ void test_global_containers() {
   std::vector<std::thread> ts;
   for (int t = 0; t < 3; t++)
     ts.emplace_back([t] {
-      for (int r = 0; r < 3; r++) exercise<brisk::allocator>(brisk::allocator<char>(), 500 + 100 * t, "threads", [](double) {});
+      for (int r = 0; r < 3; r++)
+        exercise<brisk::allocator>(brisk::allocator<char>(), 500 + 100 * t, "threads", [](double) {});
     });
   for (auto &t : ts) t.join();
   auto *v = new std::vector<std::string, brisk::allocator<std::string>>();
