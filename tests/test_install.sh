@@ -6,6 +6,11 @@
 #   2. pkg-config --cflags --libs brisk
 #   3. static: -l:libbrisk.a -lpthread (must not need libbrisk.so at run time)
 # Each consumer prints brisk_version() and brisk_owns(brisk_malloc(..)).
+# A C++17 consumer of the installed brisk/pmr.hpp and brisk/allocator.hpp is
+# built through 1 and 2 as well: it prints what containers over
+# brisk::heap_resource, a moved brisk::session_arena, brisk::allocator and
+# brisk::heap_allocator hold, whether their storage is brisk's and on the
+# heap given, and is_equal of two resources over one heap.
 set -u
 src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d /tmp/brisk-install-test.XXXXXX)
@@ -28,12 +33,12 @@ so=$(find "$prefix" -name 'libbrisk.so' | head -1)
 [ -n "$so" ] || die "layout" "libbrisk.so not installed: $(cd "$prefix" && find . -type f | tr '\n' ' ')"
 libdir=$(dirname "$so")
 rel=${libdir#"$prefix"/}
-for f in "include/brisk.h" "$rel/libbrisk.a" "$rel/pkgconfig/brisk.pc" "$rel/cmake/brisk/briskConfig.cmake" \
+for f in "include/brisk.h" "include/brisk/pmr.hpp" "include/brisk/allocator.hpp" "$rel/libbrisk.a" "$rel/pkgconfig/brisk.pc" "$rel/cmake/brisk/briskConfig.cmake" \
          "$rel/cmake/brisk/briskConfigVersion.cmake" "$rel/cmake/brisk/briskTargets.cmake"; do
   [ -e "$prefix/$f" ] || bad "layout" "$f is not installed"
 done
 ls "$libdir"/libbrisk.so.0* >/dev/null 2>&1 || bad "layout" "no versioned libbrisk.so.0 (SOVERSION) in $rel"
-[ $fails -eq 0 ] && ok "layout (include/brisk.h, $rel/libbrisk.{so,a}, pkgconfig, cmake package)"
+[ $fails -eq 0 ] && ok "layout (include/brisk.h, include/brisk/{pmr,allocator}.hpp, $rel/libbrisk.{so,a}, pkgconfig, cmake package)"
 
 # --- the installed header stands alone ----------------------------------------
 echo '#include <brisk.h>' >"$tmp/hdr.c"
@@ -41,6 +46,12 @@ gcc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I"$prefix/include" "
   && g++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$tmp/hdr.c" >>"$tmp/hdr.log" 2>&1 \
   && ok "installed brisk.h compiles alone as C99 and C++17" \
   || { bad "header" "brisk.h does not compile alone"; sed 's/^/      | /' "$tmp/hdr.log" | head -20; }
+for h in brisk/pmr.hpp brisk/allocator.hpp; do
+  echo "#include <$h>" >"$tmp/hdr.cpp"
+  g++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$tmp/hdr.cpp" >"$tmp/hdr.log" 2>&1 \
+    && ok "installed $h compiles alone as C++17" \
+    || { bad "header" "$h does not compile alone"; sed 's/^/      | /' "$tmp/hdr.log" | head -20; }
+done
 
 # --- consumer program ------------------------------------------------------------
 mkdir -p "$tmp/consumer"
@@ -60,28 +71,72 @@ int main(void) {
 }
 EOF
 expected="version=0.1.0 owns=1 stack=0"
+cat >"$tmp/consumer/main.cpp" <<'EOF'
+#include <brisk/allocator.hpp>
+#include <brisk/pmr.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+static int blocks(brisk_heap_t *h) {
+  char buf[512];
+  brisk_heap_stats_json(h, buf, sizeof buf);
+  const char *s = std::strstr(buf, "\"blocks_in_use\":");
+  return s ? std::atoi(s + 16) : -1;
+}
+int main() {
+  brisk::heap_resource hr;
+  std::pmr::vector<std::pmr::string> v(&hr);
+  for (int i = 0; i < 100; i++) v.emplace_back(std::string(50, static_cast<char>('a' + i % 26)).c_str());
+  brisk::session_arena arena(4096);
+  brisk::session_arena moved(std::move(arena));
+  std::pmr::map<int, int> m(&moved);
+  for (int i = 0; i < 100; i++) m[i] = i * i;
+  std::vector<long, brisk::allocator<long>> g(1000, 7);
+  std::vector<int, brisk::heap_allocator<int>> w{brisk::heap_allocator<int>(hr.heap())};
+  w.assign(500, 3);
+  brisk::heap_resource borrow(hr.heap());
+  std::printf("pmr=%s,%d arena=%d,%d allocator=%ld,%d heap_allocator=%d,%d heap_blocks=%d equal=%d\n",
+              v[99].c_str() + 48, brisk_owns(v[99].data()) != 0, m.at(99), arena.heap() == nullptr, g[999],
+              brisk_owns(g.data()) != 0, w[499], w.get_allocator().heap() == hr.heap(), blocks(hr.heap()),
+              borrow == hr);
+  return 0;
+}
+EOF
+expected_cxx="pmr=vv,1 arena=9801,1 allocator=7,1 heap_allocator=3,1 heap_blocks=102 equal=1"
 
-check_run() { # name binary [env...]
+check_run() { # name binary [env...]   (a binary named *_cxx or *.cxx: the C++ consumer)
   local name=$1 bin=$2; shift 2
+  local want=$expected
+  case $bin in *.cxx | *_cxx) want=$expected_cxx ;; esac
   local out
   out=$(env "$@" "$bin" 2>"$tmp/run.err")
   local rc=$?
   if [ $rc -ne 0 ]; then bad "$name" "consumer exited $rc: $out $(head -5 "$tmp/run.err")"
-  elif [ "$out" != "$expected" ]; then bad "$name" "printed '$out', expected '$expected'"
+  elif [ "$out" != "$want" ]; then bad "$name" "printed '$out', expected '$want'"
   else ok "$name ($out)"; fi
 }
 
 # 1. CMake package
 cat >"$tmp/consumer/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.16)
-project(brisk_consumer C)
+project(brisk_consumer C CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
 find_package(brisk 0.1 REQUIRED)
 add_executable(consumer main.c)
 target_link_libraries(consumer PRIVATE brisk::brisk)
+add_executable(consumer_cxx main.cpp)
+target_link_libraries(consumer_cxx PRIVATE brisk::brisk)
 EOF
 if cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cc.log" 2>&1 \
    && cmake --build "$tmp/consumer/build" >>"$tmp/cc.log" 2>&1; then
   check_run "find_package(brisk) + brisk::brisk" "$tmp/consumer/build/consumer" LD_LIBRARY_PATH="$libdir"
+  check_run "find_package(brisk): C++ (pmr.hpp, allocator.hpp)" "$tmp/consumer/build/consumer_cxx" \
+    LD_LIBRARY_PATH="$libdir"
   # it must really use the installed library
   if ldd "$tmp/consumer/build/consumer" 2>/dev/null | grep -q "libbrisk.so"; then
     LD_LIBRARY_PATH="$libdir" ldd "$tmp/consumer/build/consumer" | grep -q "$prefix" \
@@ -110,6 +165,13 @@ else
       check_run "pkg-config ($flags)" "$tmp/consumer/pc" LD_LIBRARY_PATH="$libdir"
     else
       bad "pkg-config" "gcc main.c $flags failed"
+      sed 's/^/      | /' "$tmp/pc.log" | head -20
+    fi
+    # shellcheck disable=SC2086
+    if g++ -std=c++17 "$tmp/consumer/main.cpp" $flags -o "$tmp/consumer/pc.cxx" >"$tmp/pc.log" 2>&1; then
+      check_run "pkg-config: C++ (pmr.hpp, allocator.hpp)" "$tmp/consumer/pc.cxx" LD_LIBRARY_PATH="$libdir"
+    else
+      bad "pkg-config: C++" "g++ main.cpp $flags failed"
       sed 's/^/      | /' "$tmp/pc.log" | head -20
     fi
   fi

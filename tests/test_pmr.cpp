@@ -17,7 +17,14 @@
 //     std::pmr default resource;
 //   - alignment honoured by every resource for alignments 1..4096;
 //   - allocation failure throws std::bad_alloc and the resource still works;
-//   - is_equal semantics;
+//   - is_equal semantics (also for moved-from resources); the header uses
+//     no RTTI (test_cxx_modes.sh builds and runs it with -fno-rtti);
+//   - moving heap_resource and session_arena (construction, assignment,
+//     in a std::vector that relocates them): the moved-to one keeps the
+//     heap and its blocks and releases them at its destruction (brisk_owns,
+//     the process's heap count), the moved-from one is empty: destroying it
+//     releases nothing, allocate() throws std::bad_alloc, deallocate() and
+//     release() are harmless;
 //   - std::pmr::unsynchronized_pool_resource over brisk::default_resource().
 // Run by hand: build/tests/test_pmr
 #include <brisk/pmr.hpp>
@@ -34,6 +41,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -685,6 +693,177 @@ void test_pool() {
   section_end();
 }
 
+
+void test_move() {
+  section_begin("move: heap_resource, session_arena");
+  static_assert(!std::is_copy_constructible_v<brisk::heap_resource> &&
+                !std::is_copy_assignable_v<brisk::heap_resource>);
+  static_assert(std::is_nothrow_move_constructible_v<brisk::heap_resource> &&
+                std::is_nothrow_move_assignable_v<brisk::heap_resource>);
+  static_assert(!std::is_copy_constructible_v<brisk::session_arena> &&
+                !std::is_copy_assignable_v<brisk::session_arena>);
+  static_assert(std::is_nothrow_move_constructible_v<brisk::session_arena> &&
+                std::is_nothrow_move_assignable_v<brisk::session_arena>);
+  auto throws = [](std::pmr::memory_resource &r, std::size_t n, std::size_t a) {
+    try {
+      void *p = r.allocate(n, a);
+      FAIL("allocate(%zu, %zu) on a moved-from resource returned %p", n, a, p);
+      return false;
+    } catch (const std::bad_alloc &) {
+      return true;
+    }
+  };
+  const double heaps0 = proc_stat("heaps");
+  const double errors0 = proc_stat("errors");
+  {
+    // move construction of an owning heap_resource
+    std::vector<void *> blocks;
+    auto *from = new brisk::heap_resource;
+    brisk_heap_t *h = from->heap();
+    for (int i = 0; i < 50; i++) blocks.push_back(from->allocate(100 + static_cast<std::size_t>(i) * 50, 16));
+    void *early = from->allocate(64, 16);
+    brisk::heap_resource to(std::move(*from));
+    CHECK(to.heap() == h && from->heap() == nullptr, "after the move: to.heap() %p (want %p), from.heap() %p",
+          (void *)to.heap(), (void *)h, (void *)from->heap());
+    CHECK(throws(*from, 64, 16) && throws(*from, 5000, 4096), "allocate on a moved-from heap_resource did not throw");
+    from->deallocate(early, 64, 16);  // works: the block goes back to its heap, now to's
+    CHECK(heap_blocks(h) == 50, "deallocate through the moved-from resource: the heap holds %g blocks, not 50",
+          heap_blocks(h));
+    CHECK(!from->is_equal(to) && !to.is_equal(*from), "a moved-from heap_resource equals the one it moved to");
+    CHECK(from->is_equal(*from), "a moved-from heap_resource is not equal to itself");
+    delete from;  // releases nothing
+    CHECK(proc_stat("heaps") == heaps0 + 1, "destroying the moved-from heap_resource destroyed the heap");
+    int owned = 0;
+    for (void *p : blocks) owned += brisk_owns(p) ? 1 : 0;
+    CHECK(owned == 50, "%d of 50 blocks are still brisk's after the moved-from resource died", owned);
+    exercise_containers(&to, 1000, "moved-to heap_resource");
+    brisk::heap_resource borrow(h);
+    CHECK(to.is_equal(borrow) && borrow.is_equal(to), "the moved-to resource and one borrowing its heap differ");
+
+    // move assignment: the target's own heap is released first
+    brisk::heap_resource target;
+    void *t1 = target.allocate(200, 16);
+    CHECK(proc_stat("heaps") == heaps0 + 2, "two owning heap_resources: heaps %g (was %g)", proc_stat("heaps"), heaps0);
+    target = std::move(to);
+    CHECK(target.heap() == h && to.heap() == nullptr, "move assignment did not take the heap");
+    CHECK(!brisk_owns(t1) && proc_stat("heaps") == heaps0 + 1,
+          "move assignment did not release the target's own heap (%p owned %d, heaps %g)", t1, brisk_owns(t1),
+          proc_stat("heaps"));
+    CHECK(throws(to, 10, 16), "allocate on a heap_resource moved-from by assignment did not throw");
+    // self-move leaves it intact
+    brisk::heap_resource &alias = target;
+    target = std::move(alias);
+    CHECK(target.heap() == h && brisk_owns(blocks[0]), "self move-assignment broke the resource");
+    for (std::size_t i = 0; i < blocks.size(); i++) target.deallocate(blocks[i], 100 + i * 50, 16);
+    CHECK(heap_blocks(h) == 0, "blocks deallocated through the moved-to resource: heap holds %g", heap_blocks(h));
+    blocks.clear();
+    void *last = target.allocate(300, 16);
+    {
+      brisk::heap_resource final_owner(std::move(target));
+      CHECK(brisk_owns(last), "a block of the moved heap is not brisk's");
+    }
+    CHECK(!brisk_owns(last) && proc_stat("heaps") == heaps0,
+          "the last owner died but the heap lives on (block owned %d, heaps %g, was %g)", brisk_owns(last),
+          proc_stat("heaps"), heaps0);
+  }
+  {
+    // a moved borrowing heap_resource still borrows
+    brisk_heap_t *h = brisk_heap_new();
+    {
+      brisk::heap_resource b(h);
+      brisk::heap_resource c(std::move(b));
+      brisk::heap_resource d;
+      d = std::move(c);  // d's own heap goes, d borrows h
+      CHECK(d.heap() == h && b.heap() == nullptr && c.heap() == nullptr, "moving a borrowing resource");
+    }
+    void *p = brisk_heap_malloc(h, 100);
+    CHECK(p != nullptr && brisk_owns(p), "a moved borrowing heap_resource destroyed the borrowed heap");
+    brisk_free(p);
+    brisk_heap_destroy(h);
+    CHECK(proc_stat("heaps") == heaps0, "heaps %g after borrowing resources moved around (was %g)",
+          proc_stat("heaps"), heaps0);
+  }
+  {
+    // session_arena: move construction, release() on both sides
+    auto *from = new brisk::session_arena(4096);
+    brisk_heap_t *h = from->heap();
+    brisk_arena_t *ar = from->arena();
+    void *first = from->allocate(32, 16);
+    std::vector<void *> big;
+    for (int i = 0; i < 20; i++) big.push_back(from->allocate(10000, 64));  // beyond the first buffer
+    brisk::session_arena to(std::move(*from));
+    CHECK(to.heap() == h && to.arena() == ar && from->heap() == nullptr && from->arena() == nullptr,
+          "session_arena move construction did not transfer heap and arena");
+    CHECK(throws(*from, 32, 16) && throws(*from, 100000, 4096), "allocate on a moved-from session_arena did not throw");
+    from->release();  // nothing to do
+    from->deallocate(first, 32, 16);
+    CHECK(!from->is_equal(to) && !to.is_equal(*from) && from->is_equal(*from), "moved-from session_arena equality");
+    delete from;
+    CHECK(brisk_owns(first) && brisk_owns(big[19]), "destroying the moved-from session_arena released the blocks");
+    CHECK(proc_stat("heaps") == heaps0 + 1, "heaps %g with one session (was %g)", proc_stat("heaps"), heaps0);
+    to.release();  // keeps the first buffer: the next allocation starts at the same place
+    void *again = to.allocate(32, 16);
+    CHECK(again == first, "release() on the moved-to session_arena: first allocation %p, not %p", again, first);
+    exercise_containers(&to, 1500, "moved-to session_arena");
+    // move assignment: the target's session goes first
+    brisk::session_arena target(8192);
+    void *t1 = target.allocate(64, 16);
+    target = std::move(to);
+    CHECK(!brisk_owns(t1), "move assignment did not release the target session's heap");
+    CHECK(target.heap() == h && to.heap() == nullptr && to.arena() == nullptr, "move assignment did not transfer");
+    CHECK(throws(to, 8, 8), "allocate on a session_arena moved-from by assignment did not throw");
+    brisk::session_arena &alias = target;
+    target = std::move(alias);
+    CHECK(target.heap() == h && brisk_owns(first), "self move-assignment broke the session_arena");
+    {
+      std::pmr::vector<std::pmr::string> msgs(&target);
+      for (int i = 0; i < 500; i++) msgs.emplace_back(long_text(i).c_str());
+      for (int i = 0; i < 500; i++)
+        if (msgs[static_cast<std::size_t>(i)] != long_text(i).c_str()) {
+          FAIL("message %d wrong in the moved session", i);
+          break;
+        }
+    }
+  }
+  CHECK(proc_stat("heaps") == heaps0, "heaps %g after the moved sessions died (was %g)", proc_stat("heaps"), heaps0);
+  {
+    // a std::vector of sessions relocates them as it grows
+    std::vector<brisk::session_arena> sessions;
+    std::vector<void *> firsts;
+    for (int i = 0; i < 40; i++) {
+      sessions.emplace_back(4096);
+      firsts.push_back(sessions.back().allocate(48, 16));
+      std::memset(firsts.back(), i, 48);
+    }
+    CHECK(proc_stat("heaps") == heaps0 + 40, "40 sessions in a vector: heaps %g (was %g)", proc_stat("heaps"), heaps0);
+    for (int i = 0; i < 40; i++) {
+      auto *b = static_cast<unsigned char *>(firsts[static_cast<std::size_t>(i)]);
+      if (b[0] != i || b[47] != i || !brisk_owns(b)) {
+        FAIL("session %d: its block changed after the vector relocated the sessions", i);
+        break;
+      }
+      sessions[static_cast<std::size_t>(i)].release();
+      if (sessions[static_cast<std::size_t>(i)].allocate(48, 16) != b) {
+        FAIL("session %d: after relocation release() does not reuse its first buffer", i);
+        break;
+      }
+    }
+    sessions.erase(sessions.begin(), sessions.begin() + 20);  // move-assigns the last 20 over the first
+    CHECK(proc_stat("heaps") == heaps0 + 20, "20 sessions erased: heaps %g (was %g)", proc_stat("heaps"), heaps0);
+    CHECK(!brisk_owns(firsts[0]) && brisk_owns(firsts[39]), "the erased sessions' memory is not what was released");
+    std::vector<brisk::heap_resource> hrs(10);
+    for (auto &r : hrs) firsts.push_back(r.allocate(16, 16));
+    hrs.reserve(100);  // relocates
+    for (std::size_t i = 0; i < hrs.size(); i++)
+      CHECK(brisk_owns(firsts[40 + i]), "heap_resource %zu: block lost after relocation", i);
+  }
+  CHECK(proc_stat("heaps") == heaps0, "heaps %g after the vectors of resources died (was %g)", proc_stat("heaps"),
+        heaps0);
+  CHECK(proc_stat("errors") == errors0, "brisk reported %g errors while resources were moved",
+        proc_stat("errors") - errors0);
+  section_end();
+}
+
 }  // namespace
 
 int main() {
@@ -697,6 +876,7 @@ int main() {
   test_failure();
   test_is_equal();
   test_pool();
+  test_move();
   if (g_failures) {
     std::printf("[pmr] FAILED: %ld failed checks\n", g_failures);
     return 1;
