@@ -36,7 +36,7 @@
  * A cell runs a warm-up (not timed), then a timed phase of fixed length;
  * the receiver (thr) or the initiator (lat) reads the clock.
  *
- *   bench_zmq [--secs S] [--warmup S] [--pin TX,RX[,IO]] [--list] CELL...
+ *   bench_zmq [--secs S] [--warmup S] [--pin TX,RX[,IO]] [--trace S] [--list] CELL...
  *       runs every cell whose name matches one of the CELL globs (fnmatch;
  *       "*" runs the whole matrix), in matrix order, each on fresh
  *       contexts. --pin puts the sending (thr) or initiating (lat) thread
@@ -44,7 +44,8 @@
  *       threads on CPU IO. Prints, per cell,
  *         METRIC id=CELL msgs_s=.. mb_s=.. msgs=.. secs=..        (thr)
  *         METRIC id=CELL us=.. p50_us=.. p99_us=.. rounds=.. secs=.. (lat)
- *       then one RESULT line.
+ *       then one RESULT line. --trace S prints to stderr the throughput of
+ *       every S seconds of a thr cell (warm-up included).
  *   bench_zmq SIZE [THREADS [FILTER]]
  *       the harness's fixed-work form: PAIR and PUSH/PULL throughput at
  *       every size and transport (SIZE messages of 64 B; a size s sends
@@ -104,6 +105,7 @@ typedef struct {
 static int link_no;
 static long long skip_seq = -1;
 static int pin_cpu[3] = {-1, -1, -1}; /* tx, rx, io */
+static double trace_every; /* thr: print the rate of each interval of this length */
 
 /* ---------------------------------------------------------------------- */
 /* messages */
@@ -407,6 +409,17 @@ static double thr_receive(cell_t *c, const plan_t *pl, long long *units) {
     if (expect % every && !(phase == 1 && pl->max && (long long)expect - c0 >= pl->max)) continue;
     double now = bench_now();
     if (start == 0) start = now;
+    if (trace_every > 0) {
+      static double tlast;
+      static long long clast;
+      if (tlast == 0 || now < tlast) tlast = now, clast = (long long)expect;
+      if (now - tlast >= trace_every) {
+        fprintf(stderr, "TRACE %s t=%.2f msgs_s=%.0f\n", c->cell, now - start,
+                (double)((long long)expect - clast) / (now - tlast));
+        tlast = now;
+        clast = (long long)expect;
+      }
+    }
     if (phase == 0 && now - start >= pl->warmup) {
       phase = 1;
       t0 = now;
@@ -582,7 +595,7 @@ static int legacy(int argc, char **argv) {
 }
 
 static void usage(const char *prog) {
-  printf("usage: %s [--secs S] [--warmup S] [--pin TX,RX[,IO]] [--list] CELL...\n"
+  printf("usage: %s [--secs S] [--warmup S] [--pin TX,RX[,IO]] [--trace S] [--list] CELL...\n"
          "       %s SIZE [THREADS [FILTER]]\n"
          "CELL: glob over KIND.PATTERN.TRANSPORT.SIZE.ioN, e.g. 'thr.pair.tcp.*.io1'\n",
          prog, prog);
@@ -597,6 +610,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--secs") && i + 1 < argc) pl.secs = atof(argv[++i]);
     else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) pl.warmup = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace_every = atof(argv[++i]);
     else if (!strcmp(argv[i], "--pin") && i + 1 < argc) {
       int n = sscanf(argv[++i], "%d,%d,%d", &pin_cpu[0], &pin_cpu[1], &pin_cpu[2]);
       if (n < 2) {
