@@ -42,9 +42,13 @@
  *       contexts. --pin puts the sending (thr) or initiating (lat) thread
  *       on CPU TX, the other application thread on CPU RX and the I/O
  *       threads on CPU IO. Prints, per cell,
- *         METRIC id=CELL msgs_s=.. mb_s=.. msgs=.. secs=..        (thr)
- *         METRIC id=CELL us=.. p50_us=.. p99_us=.. rounds=.. secs=.. (lat)
- *       then one RESULT line. --trace S prints to stderr the throughput of
+ *         METRIC id=CELL msgs_s=.. mb_s=.. msgs_s_med=.. cpu_us=.. msgs=.. secs=..
+ *         METRIC id=CELL us=.. p50_us=.. p99_us=.. cpu_us=.. rounds=.. secs=..
+ *       then one RESULT line. msgs_s is the rate over the timed phase,
+ *       msgs_s_med the median rate of its ten slices; us the mean half
+ *       round trip, p50_us and p99_us percentiles of the rounds'; cpu_us
+ *       the process's CPU time (all threads) per message or per round.
+ *       --trace S prints to stderr the throughput of
  *       every S seconds of a thr cell (warm-up included).
  *   bench_zmq SIZE [THREADS [FILTER]]
  *       the harness's fixed-work form: PAIR and PUSH/PULL throughput at
@@ -386,14 +390,42 @@ static void *thr_sender(void *arg) {
   return NULL;
 }
 
-/* Returns the timed seconds; *units = messages received in them. */
-static double thr_receive(cell_t *c, const plan_t *pl, long long *units) {
+#define SLICES 10
+#define MAXSLICES 64
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  if (n == 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Returns the timed seconds; *units = messages received in them;
+ * *slice_median = the median rate of the timed phase's tenths; *cpu = the
+ * process's CPU seconds (every thread) in the timed phase. */
+static double thr_receive(cell_t *c, const plan_t *pl, long long *units, double *slice_median,
+                          double *cpu) {
   pin_self(pin_cpu[1]);
   join_recv(&c->rx, &c->joined, c->cell);
   unsigned every = c->size >= 4096 ? 1 : 16;
   double start = 0, t0 = 0, t1 = 0;
   long long c0 = 0, c1 = 0;
   int phase = 0; /* 0 warm-up, 1 timed, 2 draining */
+  /* the timed phase in slices: the median slice's rate resists a
+   * moment when another process held a CPU */
+  double slice = pl->secs / SLICES, ts = 0, rates[MAXSLICES];
+  long long cs = 0;
+  int nslices = 0;
   for (uint64_t expect = 0;;) {
     zmq_msg_t m;
     recv_msg(&c->rx, &m);
@@ -422,16 +454,25 @@ static double thr_receive(cell_t *c, const plan_t *pl, long long *units) {
     }
     if (phase == 0 && now - start >= pl->warmup) {
       phase = 1;
-      t0 = now;
-      c0 = (long long)expect;
-    } else if (phase == 1 && (now - t0 >= pl->secs || (pl->max && (long long)expect - c0 >= pl->max))) {
+      *cpu = cpu_now();
+      t0 = ts = now;
+      c0 = cs = (long long)expect;
+      continue;
+    } else if (phase == 1 && now - ts >= slice && nslices < MAXSLICES) {
+      rates[nslices++] = (double)((long long)expect - cs) / (now - ts);
+      ts = now;
+      cs = (long long)expect;
+    }
+    if (phase == 1 && (now - t0 >= pl->secs || (pl->max && (long long)expect - c0 >= pl->max))) {
       phase = 2;
+      *cpu = cpu_now() - *cpu;
       t1 = now;
       c1 = (long long)expect;
       atomic_store(&c->stop, 1);
     }
   }
   *units = c1 - c0;
+  *slice_median = median(rates, nslices);
   return t1 - t0;
 }
 
@@ -459,7 +500,7 @@ static void *lat_echo(void *arg) {
 }
 
 /* The initiator: returns the timed seconds; *units = rounds timed. */
-static double lat_initiate(cell_t *c, const plan_t *pl, long long *units, histo *h) {
+static double lat_initiate(cell_t *c, const plan_t *pl, long long *units, histo *h, double *cpu) {
   pin_self(pin_cpu[0]);
   end_t *out = &c->tx, *in = c->two_links ? &c->back_rx : &c->tx;
   join_send(out, &c->joined);
@@ -482,6 +523,7 @@ static double lat_initiate(cell_t *c, const plan_t *pl, long long *units, histo 
     if (!timed) {
       if (now - start >= pl->warmup) {
         timed = 1;
+        *cpu = cpu_now();
         t0 = prev = now;
       }
       continue;
@@ -491,6 +533,7 @@ static double lat_initiate(cell_t *c, const plan_t *pl, long long *units, histo 
     rounds++;
     if (now - t0 >= pl->secs || (pl->max && rounds >= pl->max)) break;
   }
+  *cpu = cpu_now() - *cpu;
   send_control(out, T_END, 0);
   unsigned spins = 0;
   while (!atomic_load(&c->done)) bench_pause(&spins);
@@ -523,22 +566,23 @@ static void run_cell(int kind, int pattern, int transport, size_t size, int io, 
   if (pthread_create(&t, NULL, kind == 0 ? thr_sender : lat_echo, c)) bench_die("pthread_create");
   long long units = 0;
   if (kind == 0) {
-    double d = thr_receive(c, pl, &units);
+    double med = 0, cpu = 0, d = thr_receive(c, pl, &units, &med, &cpu);
     atomic_store(&c->done, 1);
     pthread_join(t, NULL);
     double rate = d > 0 ? (double)units / d : 0;
-    printf("METRIC id=%s msgs_s=%.1f mb_s=%.2f msgs=%lld secs=%.4f\n", id, rate,
-           rate * (double)size / 1e6, units, d);
+    printf("METRIC id=%s msgs_s=%.1f mb_s=%.2f msgs_s_med=%.1f cpu_us=%.4f msgs=%lld secs=%.4f\n",
+           id, rate, rate * (double)size / 1e6, med, units ? cpu * 1e6 / (double)units : 0.0,
+           units, d);
     tot->secs += d;
     tot->msgs += units;
   } else {
     histo *h = (histo *)calloc(1, sizeof *h);
     if (!h) bench_die("calloc");
-    double d = lat_initiate(c, pl, &units, h);
+    double cpu = 0, d = lat_initiate(c, pl, &units, h, &cpu);
     pthread_join(t, NULL);
-    printf("METRIC id=%s us=%.3f p50_us=%.3f p99_us=%.3f rounds=%lld secs=%.4f\n", id,
+    printf("METRIC id=%s us=%.3f p50_us=%.3f p99_us=%.3f cpu_us=%.4f rounds=%lld secs=%.4f\n", id,
            units ? d / (double)units / 2.0 * 1e6 : 0.0, histo_pct(h, 0.5), histo_pct(h, 0.99),
-           units, d);
+           units ? cpu * 1e6 / (double)units : 0.0, units, d);
     free(h);
     tot->secs += d;
     tot->msgs += 2 * units;

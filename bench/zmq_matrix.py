@@ -17,8 +17,9 @@ allocators rotated by r. Every allocator but glibc is preloaded; brisk-aa is
 a second copy of brisk's library run as if it were another allocator.
 
 Per cell and allocator: the median throughput (messages/s and MB/s) or the
-median latency (half the mean round trip, us), the median peak RSS and the
-run spread (median absolute deviation of the runs over their median).
+median latency (half the round trip of the median round, us; the mean is
+kept too), the median peak RSS and the run spread (median absolute
+deviation of the runs over their median).
 
 The A/A spread of a cell, A = max(D, R), where D = |m(brisk)/m(brisk-aa) - 1|
 (m: the median of the runs) and R = the larger run spread of the two
@@ -74,11 +75,11 @@ QUICK_CELLS = [
 ]
 
 TIERS = {  # runs, warm-up s, timed s
-    "quick": {"runs": 3, "warmup": 0.3, "secs": 0.6},
+    "quick": {"runs": 3, "warmup": 0.2, "secs": 0.3},
     "default": {"runs": 5, "warmup": 0.3, "secs": 0.6},
     "full": {"runs": 10, "warmup": 0.3, "secs": 0.6},
 }
-START_COST = 0.1  # seconds a cell's process takes besides its warm-up and timed phase
+START_COST = 0.06  # seconds a cell's process takes besides its warm-up and timed phase
 
 REF = "brisk"
 BASE = "glibc"
@@ -157,10 +158,12 @@ def rel_mad(xs):
 
 
 def value_of(rec):
-    """The figure a run is judged by: msgs/s for thr, us for lat."""
+    """The figure a run is judged by: for thr its messages/s over the timed
+    phase; for lat the median round's half round trip in us (the mean
+    swings with the rare rounds in which another process held a core)."""
     if not rec.get("ok"):
         return None
-    return rec.get("us") if parse_cell(rec["cell"])["kind"] == "lat" else rec.get("msgs_s")
+    return rec.get("p50_us") if parse_cell(rec["cell"])["kind"] == "lat" else rec.get("msgs_s")
 
 
 def cell_stats(records, cells, names):
@@ -183,6 +186,7 @@ def cell_stats(records, cells, names):
                 "msgs_s": med("msgs_s") if kind == "thr" else None,
                 "mb_s": med("mb_s") if kind == "thr" else None,
                 "us": med("us") if kind == "lat" else None,
+                "cpu_us": med("cpu_us"),
                 "p50_us": med("p50_us") if kind == "lat" else None,
                 "p99_us": med("p99_us") if kind == "lat" else None,
                 "rss_kib": med("rss_kib"),
@@ -385,8 +389,9 @@ def report(summary, meta):
                 sum(1 for c in s["cells"] if c.startswith("lat.")), ", ".join(names),
                 meta.get("secs", "?"), meta.get("warmup", "?")))
     L.append("")
-    L.append("Throughput: median messages/s of the runs, compared as percent of the other's "
-             "(+ = faster). Latency: median of the runs' half round trip in us (- = faster).")
+    L.append("Throughput: median over the runs of messages/s, compared as percent of the "
+             "other's (+ = faster). Latency: median over the runs of the median round's half "
+             "round trip in us (- = faster); the mean is in the CSV.")
     L.append("")
     if s["aa"]:
         d = s["aa"]
@@ -487,7 +492,8 @@ def write_outputs(results_dir, stem, meta, summary, records):
     with open(p, "w", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["cell", "kind", "pattern", "transport", "size", "io", "allocator", "runs",
-                     "ok", "msgs_s", "mb_s", "lat_us", "p50_us", "p99_us", "peak_rss_kib",
+                     "ok", "msgs_s", "mb_s", "lat_p50_us", "lat_mean_us", "p99_us", "cpu_us",
+                     "peak_rss_kib",
                      "spread", "aa_spread", "speed_vs_glibc", "speed_vs_brisk", "errors"])
         for c in s["cells"]:
             pc = parse_cell(c)
@@ -496,7 +502,8 @@ def write_outputs(results_dir, stem, meta, summary, records):
                 st = s["stats"][(c, a)]
                 wr.writerow([c, pc["kind"], pc["pattern"], pc["transport"], pc["size"], pc["io"],
                              a, st["runs"], st["ok"], _num(st["msgs_s"]), _num(st["mb_s"]),
-                             _num(st["us"]), _num(st["p50_us"]), _num(st["p99_us"]),
+                             _num(st["p50_us"]), _num(st["us"]), _num(st["p99_us"]),
+                             _num(st["cpu_us"]),
                              _num(st["rss_kib"]), _num(st["spread"]),
                              _num(sp["A"] if sp else None),
                              _num(speed_ratio(s["stats"], c, a, s["base"])),
@@ -506,7 +513,8 @@ def write_outputs(results_dir, stem, meta, summary, records):
     p = os.path.join(results_dir, stem + "-runs.csv")
     with open(p, "w", newline="") as f:
         wr = csv.writer(f)
-        keys = ["cell", "alloc", "run", "ok", "msgs_s", "mb_s", "us", "p50_us", "p99_us",
+        keys = ["cell", "alloc", "run", "ok", "msgs_s", "mb_s", "msgs_s_med", "us", "p50_us",
+                "p99_us", "cpu_us", "load",
                 "rss_kib", "wall", "error"]
         wr.writerow(["order"] + keys)
         for i, r in enumerate(records):
@@ -529,6 +537,15 @@ def write_outputs(results_dir, stem, meta, summary, records):
 # --------------------------------------------------------------------------
 # Running
 
+def loadavg():
+    """The machine's 1-minute load average (other processes compete for the cores)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_cell(bench, cell, alloc, run, ctx):
     argv = [bench, "--secs", str(ctx["secs"]), "--warmup", str(ctx["warmup"])]
     if ctx.get("pin"):
@@ -546,8 +563,8 @@ def run_cell(bench, cell, alloc, run, ctx):
     result, metrics = parse_output(r["stdout"])
     m = metrics.get(cell, {})
     rec = {"cell": cell, "alloc": alloc.name, "run": run, "ok": False, "error": None,
-           "rss_kib": r["rss_kib"], "wall": r["wall"]}
-    for k in ("msgs_s", "mb_s", "us", "p50_us", "p99_us"):
+           "rss_kib": r["rss_kib"], "wall": r["wall"], "load": loadavg()}
+    for k in ("msgs_s", "mb_s", "msgs_s_med", "us", "p50_us", "p99_us", "cpu_us"):
         if k in m:
             rec[k] = m[k]
     if (r["rc"] == 0 and not r["timed_out"] and result and result.get("check") == "ok"
