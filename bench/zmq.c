@@ -59,7 +59,7 @@
  *       (lat, the mean); FILTER keeps the ids that contain it; THREADS is
  *       ignored.
  *
- * BRISK_BENCH_ZMQ_SKIP=N makes every sender skip sequence number N: the
+ * BENCH_ZMQ_SKIP=N makes every sender skip sequence number N: the
  * receiver's check must then fail (the tests use it).
  */
 #include "bench_common.h"
@@ -652,8 +652,8 @@ static void usage(const char *prog) {
 }
 
 int main(int argc, char **argv) {
-  const char *skip = getenv("BRISK_BENCH_ZMQ_SKIP");
-  if (skip && *skip) skip_seq = bench_parse_count(skip, "BRISK_BENCH_ZMQ_SKIP");
+  const char *skip = getenv("BENCH_ZMQ_SKIP");
+  if (skip && *skip) skip_seq = bench_parse_count(skip, "BENCH_ZMQ_SKIP");
   if (argc > 1 && argv[1][0] >= '0' && argv[1][0] <= '9') return legacy(argc, argv);
   plan_t pl = {0.1, 0.4, 0};
   int list = 0, first = argc;

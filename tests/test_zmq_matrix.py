@@ -333,7 +333,7 @@ def test_smoke_check_fails_on_skipped_sequence():
     if not os.access(BENCH, os.X_OK):
         return "skipped (no bench_zmq)"
     for cell in ("thr.pubsub.tcp.64.io1", "lat.router_router_poll.inproc.64.io1"):
-        r = bench_run(["--secs", "0.02", "--warmup", "0", cell], {"BRISK_BENCH_ZMQ_SKIP": "3"})
+        r = bench_run(["--secs", "0.02", "--warmup", "0", cell], {"BENCH_ZMQ_SKIP": "3"})
         assert r.returncode == 3 and "CHECK FAILED" in r.stderr, (cell, r.returncode, r.stderr)
         assert "RESULT" not in r.stdout
 
