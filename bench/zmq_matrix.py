@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """brisk's messaging benchmark: the libzmq matrix over allocators.
 
-    python3 bench/zmq_matrix.py --quick            # 8 cells, about 45 s with brisk, glibc, A/A
+    python3 bench/zmq_matrix.py --quick            # 8 cells, brisk, glibc, A/A: about 40 s
     python3 bench/zmq_matrix.py --full             # every cell, every peer, 10 runs
     python3 bench/zmq_matrix.py --io 1 --runs 3 --alloc brisk,glibc,mimalloc
     python3 bench/zmq_matrix.py --only router_router/tcp,pair/inproc/64 --alloc brisk,glibc
@@ -296,6 +296,36 @@ def versus_best_peer(stats, cells, ref, peers, spreads, threshold=0.90):
             "threshold": threshold}
 
 
+def runs_apart(records, cells, ref, aa, peers):
+    """Per peer, the cells where every run of the peer is better than every
+    run of ref and of its A/A copy ("ahead"), and the reverse ("behind").
+    With n runs each, chance alone puts n runs on one side of 2n others in
+    1 of C(3n, n) cells (1 in 84 for 3 runs)."""
+    vals = {}
+    for r in records:
+        v = value_of(r)
+        if v is not None:
+            vals.setdefault((r["cell"], r["alloc"]), []).append(v)
+    out = {}
+    for p in peers:
+        ahead, behind = [], []
+        for c in cells:
+            mine = vals.get((c, ref), []) + (vals.get((c, aa), []) if aa else [])
+            theirs = vals.get((c, p), [])
+            if len(mine) < 2 or len(theirs) < 2:
+                continue
+            if parse_cell(c)["kind"] == "lat":  # lower is better: compare speeds
+                mine, theirs = [1 / x for x in mine], [1 / x for x in theirs]
+            ratio = statistics.median(theirs) / statistics.median(mine)
+            if min(theirs) > max(mine):
+                ahead.append((c, ratio))
+            elif max(theirs) < min(mine):
+                behind.append((c, ratio))
+        out[p] = {"ahead": sorted(ahead, key=lambda t: -t[1]),
+                  "behind": sorted(behind, key=lambda t: t[1])}
+    return out
+
+
 def geomeans(stats, cells, names):
     """Per allocator over the cells every allocator has: throughput
     geomean (msgs/s), latency geomean (us), and against glibc: the
@@ -337,10 +367,12 @@ def summarize(records, cells, names, ref=REF, aa=None, base=BASE):
     self_aa = compare(stats, cells, ref, aa, spreads, self_aa=True) if spreads else None
     peers = [a for a in names if a not in (ref, aa)]
     best = versus_best_peer(stats, cells, ref, peers, spreads) if ref in names and peers else None
+    apart = runs_apart(records, cells, ref, aa, peers) if ref in names else {}
     failures = [{"cell": s["cell"], "alloc": s["alloc"], "failed": s["runs"] - s["ok"],
                  "errors": s["errors"]} for s in stats.values() if s["runs"] > s["ok"]]
     return {"stats": stats, "spreads": spreads, "aa": aa_dist, "vs_base": vs_base,
-            "self_aa": self_aa, "best_peer": best, "geo": geomeans(stats, cells, names),
+            "self_aa": self_aa, "best_peer": best, "apart": apart,
+            "geo": geomeans(stats, cells, names),
             "failures": failures, "ref": ref, "aa_name": aa, "base": base, "names": names,
             "cells": cells}
 
@@ -452,7 +484,9 @@ def report(summary, meta):
         L.append("## %s against the best peer of each cell" % ref)
         L.append("")
         L.append("%s leads or ties on %d of %d cells; below %.2fx the best peer beyond the A/A "
-                 "spread on %d:" % (ref, b["leads"], b["cells"], b["threshold"], len(b["losses"])))
+                 "spread on %d (the best of several noisy medians is biased upward when the "
+                 "A/A spread is wide; see the runs entirely apart below):"
+                 % (ref, b["leads"], b["cells"], b["threshold"], len(b["losses"])))
         L.append("")
         if b["losses"]:
             L.append(md_table(["cell", "leading peer", "%s / best" % ref, "A/A spread"],
@@ -460,6 +494,20 @@ def report(summary, meta):
                                 "%.1f%%" % (x["aa"] * 100)] for x in b["losses"]]))
         else:
             L.append("(none)")
+        L.append("")
+    if s.get("apart"):
+        L.append("## Runs entirely apart")
+        L.append("")
+        L.append("Cells where every run of a peer is faster than every run of %s and %s "
+                 "(ahead), or slower than all of them (behind); speed ratio peer/%s (thr: "
+                 "msgs/s, lat: 1/us). A/A-free evidence: by chance, with n runs each, 1 cell "
+                 "in C(3n, n)." % (ref, aa or ref, ref))
+        L.append("")
+        rows = []
+        for p, d in s["apart"].items():
+            rows.append([p, len(d["ahead"]), ", ".join("%s %.2f" % t for t in d["ahead"]) or "-",
+                         len(d["behind"])])
+        L.append(md_table(["peer", "ahead", "cells ahead (peer/%s)" % ref, "behind"], rows))
         L.append("")
     if s["failures"]:
         L.append("## Failed runs")
@@ -527,6 +575,7 @@ def write_outputs(results_dir, stem, meta, summary, records):
            "stats": [s["stats"][(c, a)] for c in s["cells"] for a in s["names"]],
            "aa_spread": s["spreads"], "aa_distribution": s["aa"], "vs_glibc": s["vs_base"],
            "self_aa": s["self_aa"], "best_peer": s["best_peer"], "geomean": s["geo"],
+           "runs_apart": s["apart"],
            "failures": s["failures"], "runs": records}
     with open(p, "w") as f:
         json.dump(doc, f, indent=1, default=str)
@@ -583,7 +632,7 @@ def parse_args(argv):
                                 epilog=__doc__)
     t = p.add_mutually_exclusive_group()
     t.add_argument("--quick", action="store_const", dest="tier", const="quick",
-                   help="%d cells, 3 runs" % len(QUICK_CELLS))
+                   help="%d cells, 3 runs, brisk and glibc unless --alloc" % len(QUICK_CELLS))
     t.add_argument("--full", action="store_const", dest="tier", const="full",
                    help="every cell, 10 runs")
     p.add_argument("--only", help="comma list: PATTERN[/TRANSPORT[/SIZE[/KIND]]] (parts are "
@@ -591,7 +640,8 @@ def parse_args(argv):
                                   "or kind")
     p.add_argument("--io", help="I/O thread counts to keep, e.g. 1 or 1,2")
     p.add_argument("--alloc", help="comma list: peer names, NAME=/path/lib.so, NAME=none "
-                                   "(default: every peer runner.py knows)")
+                                   "(default: brisk,glibc for --quick, else every peer "
+                                   "runner.py knows)")
     p.add_argument("--runs", type=int, help="runs per cell and allocator")
     p.add_argument("--secs", type=float, help="timed seconds per cell")
     p.add_argument("--warmup", type=float, help="warm-up seconds per cell")
@@ -646,7 +696,9 @@ def main(argv=None):
     if not os.access(bench, os.X_OK):
         raise SystemExit("zmq_matrix: %s not built (libzmq3-dev, then cmake --build build)"
                          % bench)
-    allocs, notes = resolve_allocators(args.alloc, brisk_lib, not args.no_install, log)
+    # --quick is for make bench: brisk against glibc (and the A/A copy) only
+    spec = args.alloc or ("brisk,glibc" if args.tier == "quick" else None)
+    allocs, notes = resolve_allocators(spec, brisk_lib, not args.no_install, log)
     names = [a.name for a in allocs]
     tmpdir = tempfile.mkdtemp(prefix="brisk-zmq-")
     snapshot(allocs, tmpdir)

@@ -185,6 +185,24 @@ def test_best_peer():
     assert [x["cell"] for x in s2["best_peer"]["losses"]] == [BIG]
 
 
+def test_runs_apart():
+    ap = summary()["apart"]
+    # fast: every run ahead of all six brisk + brisk-aa runs on THR (120..140
+    # against 90..110) and BIG; on LAT 9.5 us against 10..10.2 us
+    # (sorted by the ratio of the medians: 130 against 104.5 on THR)
+    assert [c for c, _ in ap["fast"]["ahead"]] == [BIG, THR, LAT], ap["fast"]
+    assert close(dict(ap["fast"]["ahead"])[BIG], 2.0)
+    assert close(dict(ap["fast"]["ahead"])[THR], 130 / 104.5)
+    assert close(dict(ap["fast"]["ahead"])[LAT], (1 / 9.5) / ((1 / 10 + 1 / 10.2) / 2))
+    # glibc: behind on THR (80 against 90..110) and LAT, ahead on BIG
+    assert [c for c, _ in ap["glibc"]["behind"]] == [THR, LAT], ap["glibc"]
+    assert [c for c, _ in ap["glibc"]["ahead"]] == [BIG]
+    # overlapping runs are neither
+    recs = records() + [{"cell": THR, "alloc": "fast", "run": 3, "ok": True, "msgs_s": 95.0}]
+    ap2 = zm.summarize(recs, CELLS, NAMES, "brisk", "brisk-aa")["apart"]
+    assert THR not in [c for c, _ in ap2["fast"]["ahead"]]
+
+
 def test_geomeans():
     g = summary()["geo"]
     assert g["brisk"]["thr_cells"] == 2 and close(g["brisk"]["thr_msgs_s"], math.sqrt(100 * 50))
@@ -203,11 +221,12 @@ def test_report_text():
     assert "%s (+25.0%%)" % THR in text and "%s (-16.7%%)" % BIG in text
     assert "| 1 / 1 |" in text
     assert "| brisk vs brisk-aa |" in text
-    assert "below 0.90x the best peer beyond the A/A spread on 2:" in text
+    assert "below 0.90x the best peer beyond the A/A spread on 2 (" in text
     assert "| %s | fast | 0.50 | 0.0%% |" % BIG in text and "| %s | fast | 0.77 | 10.0%% |" % THR \
         in text
     assert "| brisk | 71 | 1.000 |" in text and "| fast | 114 | 1.612 |" in text
     assert "| %s | brisk | 1 | check failed (rc 3) |" % FAIL in text
+    assert "| fast | 3 | %s 2.00, %s 1.24, %s 1.06 | 0 |" % (BIG, THR, LAT) in text, text
 
 
 # --------------------------------------------------------------------------
@@ -275,6 +294,21 @@ def test_driver_end_to_end():
                                 os.path.join(d, "out", "t.json")], capture_output=True,
                                text=True, timeout=60)
         assert again.returncode == 0 and "| brisk vs glibc | 1 | +24.7% |" in again.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_driver_quick_plan():
+    d = fake_env()
+    try:
+        lib = os.path.join(d, "libfake.so")
+        open(lib, "w").close()
+        r = run_driver(d, "--quick", "--dry-run", "--brisk-lib", lib)
+        assert r.returncode == 0, r.stderr
+        order = [line.split()[1:] for line in r.stdout.splitlines()]
+        assert len(order) == len(zm.QUICK_CELLS) * 3 * 3, len(order)
+        assert {o[1] for o in order} == {"brisk", "glibc", "brisk-aa"}
+        assert [o[0] for o in order[::9]] == zm.QUICK_CELLS
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
