@@ -426,8 +426,9 @@ static double thr_receive(cell_t *c, const plan_t *pl, long long *units, double 
   /* the timed phase in slices: the median slice's rate resists a
    * moment when another process held a CPU */
   double slice = pl->secs / SLICES, ts = 0, rates[MAXSLICES];
-  long long cs = 0;
+  long long cs = 0, clast = 0;
   int nslices = 0;
+  double tlast = 0; /* --trace */
   for (uint64_t expect = 0;;) {
     zmq_msg_t m;
     recv_msg(&c->rx, &m);
@@ -444,9 +445,7 @@ static double thr_receive(cell_t *c, const plan_t *pl, long long *units, double 
     double now = bench_now();
     if (start == 0) start = now;
     if (trace_every > 0) {
-      static double tlast;
-      static long long clast;
-      if (tlast == 0 || now < tlast) tlast = now, clast = (long long)expect;
+      if (tlast == 0) tlast = now, clast = (long long)expect;
       if (now - tlast >= trace_every) {
         fprintf(stderr, "TRACE %s t=%.2f msgs_s=%.0f\n", c->cell, now - start,
                 (double)((long long)expect - clast) / (now - tlast));
