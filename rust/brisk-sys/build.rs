@@ -75,6 +75,11 @@ fn main() {
         build.link_lib_modifier("+whole-archive");
     }
     build.compile("brisk");
+    if override_malloc {
+        // This crate's own tests check that the whole archive is linked,
+        // with the linker whose archive order would drop it otherwise.
+        println!("cargo:rustc-link-arg-tests=-fuse-ld=bfd");
+    }
 
     // For build scripts of crates that link brisk-sys: DEP_BRISK_INCLUDE.
     println!("cargo:include={}", include.display());

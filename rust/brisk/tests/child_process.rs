@@ -107,7 +107,7 @@ fn out_of_memory_returns_null() {
         // Memory is back: the same requests succeed.
         unsafe {
             let p = alloc::alloc_zeroed(big_aligned);
-            assert!(!p.is_null() && p as usize % 4096 == 0);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(4096));
             assert_eq!(*p.add(TOO_BIG - 1), 0);
             alloc::dealloc(p, big_aligned);
         }

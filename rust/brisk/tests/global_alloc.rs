@@ -13,20 +13,47 @@ static GLOBAL: Brisk = Brisk;
 
 const MIB: usize = 1 << 20;
 
-/// Byte `i` of a block tagged `tag`.
-fn pattern(tag: usize, i: usize) -> u8 {
-    (tag.wrapping_mul(31).wrapping_add(i.wrapping_mul(7)) % 251) as u8
+/// The bytes of a block tagged `tag`: a cycle of 251 (prime) bytes that
+/// starts at a place given by the tag, so that a block shifted, truncated
+/// or mixed up with another does not match. Written and compared in chunks
+/// (memcpy, memcmp) to stay fast in unoptimized test builds.
+const CYCLE: usize = 251;
+
+fn cycle() -> &'static [u8; 2 * CYCLE] {
+    static BYTES: std::sync::OnceLock<[u8; 2 * CYCLE]> = std::sync::OnceLock::new();
+    BYTES.get_or_init(|| std::array::from_fn(|k| ((k % CYCLE) * 7 % CYCLE) as u8))
 }
 
-unsafe fn fill(p: *mut u8, len: usize, tag: usize) {
-    for i in 0..len {
-        *p.add(i) = pattern(tag, i);
+fn pattern(tag: usize, i: usize) -> u8 {
+    cycle()[(tag + i) % CYCLE]
+}
+
+fn fill_slice(bytes: &mut [u8], tag: usize) {
+    let start = tag % CYCLE;
+    for chunk in bytes.chunks_mut(CYCLE) {
+        chunk.copy_from_slice(&cycle()[start..start + chunk.len()]);
     }
 }
 
+/// The index of the first byte that is not the pattern of `tag`.
+fn mismatch(bytes: &[u8], tag: usize) -> Option<usize> {
+    let start = tag % CYCLE;
+    for (n, chunk) in bytes.chunks(CYCLE).enumerate() {
+        if chunk != &cycle()[start..start + chunk.len()] {
+            let i = chunk.iter().enumerate().position(|(j, &b)| b != pattern(tag, j)).unwrap();
+            return Some(n * CYCLE + i);
+        }
+    }
+    None
+}
+
+unsafe fn fill(p: *mut u8, len: usize, tag: usize) {
+    fill_slice(std::slice::from_raw_parts_mut(p, len), tag);
+}
+
 unsafe fn check(p: *const u8, len: usize, tag: usize) {
-    for i in 0..len {
-        assert_eq!(*p.add(i), pattern(tag, i), "byte {i} of block {tag} at {p:p}");
+    if let Some(i) = mismatch(std::slice::from_raw_parts(p, len), tag) {
+        panic!("byte {i} of block {tag} at {p:p}: {:#x}, not {:#x}", *p.add(i), pattern(tag, i));
     }
 }
 
@@ -71,7 +98,8 @@ fn every_alignment_up_to_1_mib() {
                 assert!(unsafe { brisk::usable_size(p) } >= size);
                 unsafe {
                     if zeroed {
-                        assert!((0..size).all(|i| *p.add(i) == 0), "{layout:?} not zero");
+                        let bytes = std::slice::from_raw_parts(p, size);
+                        assert!(bytes.iter().all(|&b| b == 0), "{layout:?} not zero");
                     }
                     fill(p, size, size + align);
                     check(p, size, size + align);
@@ -89,12 +117,12 @@ fn zero_sized_layouts_are_handled() {
         let layout = Layout::from_size_align(0, align).unwrap();
         unsafe {
             let p = Brisk.alloc(layout);
-            assert!(!p.is_null() && p as usize % align == 0, "{layout:?}");
+            assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{layout:?}");
             let q = Brisk.alloc(layout);
             assert_ne!(p, q, "two live zero-sized blocks share an address");
             // From size 0 up, and back to 0.
             let r = Brisk.realloc(p, layout, 100);
-            assert!(!r.is_null() && r as usize % align == 0);
+            assert!(!r.is_null() && (r as usize).is_multiple_of(align));
             fill(r, 100, 1);
             let big = Layout::from_size_align(100, align).unwrap();
             let s = Brisk.realloc(r, big, 0);
@@ -221,7 +249,9 @@ fn blocks_allocated_on_one_thread_are_dropped_on_another() {
                                 13 | 29 | 45 => 9000,
                                 _ => 1 + (i * 37 + batch) % 700,
                             };
-                            (0..len).map(|j| pattern(tag + i, j)).collect()
+                            let mut b = vec![0u8; len].into_boxed_slice();
+                            fill_slice(&mut b, tag + i);
+                            b
                         })
                         .collect();
                     tx.send((tag, blocks)).unwrap();
@@ -235,8 +265,8 @@ fn blocks_allocated_on_one_thread_are_dropped_on_another() {
         for (tag, blocks) in rx {
             for (i, b) in blocks.iter().enumerate() {
                 assert!(brisk::owns(b.as_ptr()));
-                for (j, &byte) in b.iter().enumerate() {
-                    assert_eq!(byte, pattern(tag + i, j), "block {i} of batch {tag}, byte {j}");
+                if let Some(j) = mismatch(b, tag + i) {
+                    panic!("block {i} of batch {tag}: byte {j} is {:#x}", b[j]);
                 }
             }
             *seen.entry(tag / 1000).or_insert(0) += blocks.len();

@@ -1,9 +1,9 @@
 //! With the `override` feature the C malloc family of the process is
 //! brisk's; without it, libc keeps its own.
-use std::ffi::CStr;
+use brisk_sys::brisk_owns;
 
 fn owned(p: *const libc::c_void) -> bool {
-    brisk::owns(p)
+    unsafe { brisk_owns(p) != 0 }
 }
 
 #[cfg(feature = "override")]
@@ -12,7 +12,7 @@ fn libc_malloc_resolves_to_brisk() {
     unsafe {
         let p = libc::malloc(100);
         assert!(owned(p), "malloc(100) = {p:p} is not brisk's");
-        assert_eq!(libc::malloc_usable_size(p), brisk::usable_size(p as *const u8));
+        assert_eq!(libc::malloc_usable_size(p), brisk_sys::brisk_usable_size(p));
         let p = libc::realloc(p, 100_000);
         assert!(owned(p));
         libc::free(p);
@@ -23,16 +23,16 @@ fn libc_malloc_resolves_to_brisk() {
 
         let mut m = std::ptr::null_mut();
         assert_eq!(libc::posix_memalign(&mut m, 4096, 5000), 0);
-        assert!(owned(m) && m as usize % 4096 == 0);
+        assert!(owned(m) && (m as usize).is_multiple_of(4096));
         libc::free(m);
         let a = libc::aligned_alloc(256, 1000);
-        assert!(owned(a) && a as usize % 256 == 0);
+        assert!(owned(a) && (a as usize).is_multiple_of(256));
         libc::free(a);
 
         // Code inside libc allocates through the same symbol.
         let s = libc::strdup(c"copied by libc".as_ptr());
         assert!(owned(s.cast()), "strdup's block is not brisk's");
-        assert_eq!(CStr::from_ptr(s).to_str(), Ok("copied by libc"));
+        assert_eq!(std::ffi::CStr::from_ptr(s).to_str(), Ok("copied by libc"));
         libc::free(s.cast());
     }
 }
