@@ -39,12 +39,14 @@ test-rust:
 	  if [ "$$CI" = "true" ]; then \
 	    echo "test-rust: FAILED: cargo not found; the Rust tests need a Rust toolchain (rustup, stable)" >&2; exit 1; \
 	  fi; \
-	  echo "*** test-rust SKIPPED: cargo not found (install Rust with rustup to run the Rust tests) ***"; exit 0; \
+	  echo "*** test-rust SKIPPED: cargo not found (install Rust with rustup to run the Rust tests) ***"; \
+	else \
+	  set -ex; cd rust; \
+	  cargo test --workspace --features brisk/serde; \
+	  cargo test -p brisk-sys -p brisk --tests --features brisk/serde,brisk/override,brisk/hardened; \
+	  cargo clippy --workspace --all-targets -- -D warnings; \
+	  cargo clippy --workspace --all-targets --all-features -- -D warnings; \
 	fi
-	cd rust && cargo test --workspace --features brisk/serde
-	cd rust && cargo test -p brisk-sys -p brisk --tests --features brisk/serde,brisk/override,brisk/hardened
-	cd rust && cargo clippy --workspace --all-targets -- -D warnings
-	cd rust && cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 test: setup test-release test-sanitize test-rust
 
