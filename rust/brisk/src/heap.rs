@@ -45,7 +45,9 @@ use crate::global::MIN_ALIGN;
 /// ```compile_fail,E0277
 /// let heap = brisk::Heap::new();
 /// std::thread::scope(|s| {
-///     s.spawn(|| heap.alloc(std::alloc::Layout::new::<u64>()));
+///     s.spawn(|| {
+///         let _block = heap.alloc(std::alloc::Layout::new::<u64>());
+///     });
 /// });
 /// ```
 pub struct Heap {
