@@ -86,11 +86,16 @@ extern "C" {
 
     // Session arenas: bump allocation over a heap (NULL: the calling
     // thread's heap), used by one thread at a time.
-    pub fn brisk_arena_new(heap_or_null: *mut brisk_heap_t, initial_bytes: usize)
-        -> *mut brisk_arena_t;
+    pub fn brisk_arena_new(
+        heap_or_null: *mut brisk_heap_t,
+        initial_bytes: usize,
+    ) -> *mut brisk_arena_t;
     /// `alignment`: a power of two, or 0 for 16.
-    pub fn brisk_arena_alloc(arena: *mut brisk_arena_t, size: usize, alignment: usize)
-        -> *mut c_void;
+    pub fn brisk_arena_alloc(
+        arena: *mut brisk_arena_t,
+        size: usize,
+        alignment: usize,
+    ) -> *mut c_void;
     pub fn brisk_arena_reset(arena: *mut brisk_arena_t);
     pub fn brisk_arena_destroy(arena: *mut brisk_arena_t);
 }

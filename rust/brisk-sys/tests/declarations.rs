@@ -12,7 +12,10 @@ fn header_functions(header: &str) -> BTreeSet<String> {
         let decl = &decl[..decl.find(';').expect("declaration ends with ;")];
         let paren = decl.find('(').expect("a function declaration");
         let before = decl[..paren].trim_end();
-        let name = before.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap();
+        let name = before
+            .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .unwrap();
         names.insert(name.to_string());
     }
     names
@@ -32,7 +35,10 @@ fn every_function_of_the_header_is_declared() {
     let header = header_functions(include_str!("../../../include/brisk.h"));
     let rust = rust_functions(include_str!("../src/lib.rs"));
     assert!(header.len() >= 24, "parsed only {header:?}");
-    assert_eq!(header, rust, "include/brisk.h and brisk-sys/src/lib.rs differ");
+    assert_eq!(
+        header, rust,
+        "include/brisk.h and brisk-sys/src/lib.rs differ"
+    );
 }
 
 #[test]
@@ -54,6 +60,9 @@ fn the_library_links_and_serves() {
         let mut buf = vec![0u8; needed + 1];
         assert_eq!(brisk_stats_json(buf.as_mut_ptr().cast(), buf.len()), needed);
         let json = CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap();
-        assert!(json.starts_with("{\"version\":\"") && json.ends_with('}'), "{json}");
+        assert!(
+            json.starts_with("{\"version\":\"") && json.ends_with('}'),
+            "{json}"
+        );
     }
 }

@@ -42,7 +42,10 @@ fn libc_malloc_resolves_to_brisk() {
 fn libc_malloc_is_left_alone_by_default() {
     unsafe {
         let p = libc::malloc(100);
-        assert!(!p.is_null() && !owned(p), "malloc is brisk's without the override feature");
+        assert!(
+            !p.is_null() && !owned(p),
+            "malloc is brisk's without the override feature"
+        );
         let s = libc::strdup(c"copied by libc".as_ptr());
         assert!(!owned(s.cast()));
         libc::free(s.cast());

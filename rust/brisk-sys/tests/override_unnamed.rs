@@ -9,6 +9,9 @@
 #[test]
 fn libc_allocates_from_brisk_though_nothing_here_names_malloc() {
     let s = unsafe { libc::strdup(c"copied by libc".as_ptr()) };
-    assert!(unsafe { brisk_sys::brisk_owns(s.cast()) } != 0, "strdup's block {s:p} is not brisk's");
+    assert!(
+        unsafe { brisk_sys::brisk_owns(s.cast()) } != 0,
+        "strdup's block {s:p} is not brisk's"
+    );
     // Left allocated: freeing it here would name `free`.
 }

@@ -64,7 +64,10 @@ impl<'h> Arena<'h> {
     /// An arena on `heap`, or `None` when the system has no memory for it.
     pub fn try_new(heap: &'h Heap, initial_bytes: usize) -> Option<Arena<'h>> {
         let raw = NonNull::new(unsafe { sys::brisk_arena_new(heap.as_raw(), initial_bytes) })?;
-        Some(Arena { raw, _heap: PhantomData })
+        Some(Arena {
+            raw,
+            _heap: PhantomData,
+        })
     }
 
     /// A block for `layout`, valid until the arena is reset or dropped; `None`
@@ -86,7 +89,10 @@ impl<'h> Arena<'h> {
     #[allow(clippy::mut_from_ref)]
     pub fn alloc_slice_copy<T: Copy>(&self, src: &[T]) -> &mut [T] {
         let layout = Layout::for_value(src);
-        let p = self.alloc(layout).expect("brisk_arena_alloc: out of memory").cast::<T>();
+        let p = self
+            .alloc(layout)
+            .expect("brisk_arena_alloc: out of memory")
+            .cast::<T>();
         unsafe {
             ptr::copy_nonoverlapping(src.as_ptr(), p.as_ptr(), src.len());
             core::slice::from_raw_parts_mut(p.as_ptr(), src.len())
@@ -151,7 +157,11 @@ unsafe impl Allocator for Arena<'_> {
             return Ok(NonNull::slice_from_raw_parts(ptr, new_layout.size()));
         }
         let q = self.alloc(new_layout).ok_or(AllocError)?;
-        ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), new_layout.size().min(old_layout.size()));
+        ptr::copy_nonoverlapping(
+            ptr.as_ptr(),
+            q.as_ptr(),
+            new_layout.size().min(old_layout.size()),
+        );
         Ok(NonNull::slice_from_raw_parts(q, new_layout.size()))
     }
 }

@@ -69,7 +69,10 @@ impl Heap {
     /// A new heap, or `None` when the system has no memory for it.
     pub fn try_new() -> Option<Heap> {
         let raw = NonNull::new(unsafe { sys::brisk_heap_new() })?;
-        Some(Heap { raw, _thread_bound: PhantomData })
+        Some(Heap {
+            raw,
+            _thread_bound: PhantomData,
+        })
     }
 
     /// A block for `layout` (any size, any alignment), or `None` when the

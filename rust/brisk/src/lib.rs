@@ -111,7 +111,9 @@ pub fn collect() {
 /// brisk's version, `"MAJOR.MINOR.PATCH"`.
 pub fn version() -> &'static str {
     // A static ASCII string.
-    unsafe { CStr::from_ptr(sys::brisk_version()) }.to_str().unwrap_or("")
+    unsafe { CStr::from_ptr(sys::brisk_version()) }
+        .to_str()
+        .unwrap_or("")
 }
 
 /// Process-wide statistics, as brisk prints them: one JSON object

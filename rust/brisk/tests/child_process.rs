@@ -61,17 +61,26 @@ fn heap_used_from_another_thread_is_reported_and_fails() {
         return;
     }
     let (out, stdout, stderr) = run_child(TEST);
-    assert!(out.status.success() && stdout.contains(DONE), "{out:?}\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(DONE),
+        "{out:?}\n{stdout}\n{stderr}"
+    );
     let heap = stdout
         .split("child: heap ")
         .nth(1)
         .and_then(|s| s.split(' ').next())
         .unwrap_or_else(|| panic!("no heap address in {stdout}"));
-    assert!(stdout.contains(" gave 0x0, errno Some(22)"), "not null with EINVAL: {stdout}");
+    assert!(
+        stdout.contains(" gave 0x0, errno Some(22)"),
+        "not null with EINVAL: {stdout}"
+    );
     let line = format!(
         "brisk: error: brisk_heap_malloc({heap}): the heap allocates only on the thread that created it"
     );
-    assert!(stderr.lines().any(|l| l == line), "no line {line:?} in stderr:\n{stderr}");
+    assert!(
+        stderr.lines().any(|l| l == line),
+        "no line {line:?} in stderr:\n{stderr}"
+    );
 }
 
 #[test]
@@ -94,8 +103,11 @@ fn out_of_memory_returns_null() {
                 alloc::alloc_zeroed(big_aligned),
                 alloc::realloc(keep, small, TOO_BIG),
                 heap.alloc(big).map_or(std::ptr::null_mut(), |p| p.as_ptr()),
-                heap.alloc(big_aligned).map_or(std::ptr::null_mut(), |p| p.as_ptr()),
-                arena.alloc(big).map_or(std::ptr::null_mut(), |p| p.as_ptr()),
+                heap.alloc(big_aligned)
+                    .map_or(std::ptr::null_mut(), |p| p.as_ptr()),
+                arena
+                    .alloc(big)
+                    .map_or(std::ptr::null_mut(), |p| p.as_ptr()),
             ];
             sys::brisk_fault_injection(-1, 0);
             // The block a failed realloc had stays as it was.
@@ -117,7 +129,10 @@ fn out_of_memory_returns_null() {
         return;
     }
     let (out, stdout, stderr) = run_child(TEST);
-    assert!(out.status.success() && stdout.contains(DONE), "{out:?}\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(DONE),
+        "{out:?}\n{stdout}\n{stderr}"
+    );
     assert!(!stderr.contains("brisk: error"), "{stderr}");
 }
 
@@ -132,7 +147,11 @@ fn out_of_memory_reaches_handle_alloc_error() {
         return;
     }
     let (out, stdout, stderr) = run_child(TEST);
-    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}\n{stdout}\n{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{out:?}\n{stdout}\n{stderr}"
+    );
     let line = format!("memory allocation of {TOO_BIG} bytes failed");
     assert!(stderr.contains(&line), "no {line:?} in stderr:\n{stderr}");
     assert!(!stdout.contains("child: got"), "{stdout}");
@@ -155,11 +174,20 @@ fn dropping_a_heap_releases_its_blocks() {
             .collect();
         assert!(blocks.iter().all(|&p| brisk::owns(p as *const u8)));
         drop(heap);
-        let kept = blocks.iter().filter(|&&p| brisk::owns(p as *const u8)).count();
-        assert_eq!(kept, 0, "{kept} blocks still owned after the heap was dropped");
+        let kept = blocks
+            .iter()
+            .filter(|&&p| brisk::owns(p as *const u8))
+            .count();
+        assert_eq!(
+            kept, 0,
+            "{kept} blocks still owned after the heap was dropped"
+        );
         println!("{DONE}");
         return;
     }
     let (out, stdout, stderr) = run_child(TEST);
-    assert!(out.status.success() && stdout.contains(DONE), "{out:?}\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(DONE),
+        "{out:?}\n{stdout}\n{stderr}"
+    );
 }

@@ -40,7 +40,11 @@ fn mismatch(bytes: &[u8], tag: usize) -> Option<usize> {
     let start = tag % CYCLE;
     for (n, chunk) in bytes.chunks(CYCLE).enumerate() {
         if chunk != &cycle()[start..start + chunk.len()] {
-            let i = chunk.iter().enumerate().position(|(j, &b)| b != pattern(tag, j)).unwrap();
+            let i = chunk
+                .iter()
+                .enumerate()
+                .position(|(j, &b)| b != pattern(tag, j))
+                .unwrap();
             return Some(n * CYCLE + i);
         }
     }
@@ -53,7 +57,11 @@ unsafe fn fill(p: *mut u8, len: usize, tag: usize) {
 
 unsafe fn check(p: *const u8, len: usize, tag: usize) {
     if let Some(i) = mismatch(std::slice::from_raw_parts(p, len), tag) {
-        panic!("byte {i} of block {tag} at {p:p}: {:#x}, not {:#x}", *p.add(i), pattern(tag, i));
+        panic!(
+            "byte {i} of block {tag} at {p:p}: {:#x}, not {:#x}",
+            *p.add(i),
+            pattern(tag, i)
+        );
     }
 }
 
@@ -94,7 +102,10 @@ fn every_alignment_up_to_1_mib() {
                 };
                 assert!(!p.is_null(), "{layout:?}");
                 assert_eq!(p as usize % align, 0, "{layout:?} gave {p:p}");
-                assert!(owned(p) && owned(p.wrapping_add(size - 1)), "{layout:?} at {p:p}");
+                assert!(
+                    owned(p) && owned(p.wrapping_add(size - 1)),
+                    "{layout:?} at {p:p}"
+                );
                 assert!(unsafe { brisk::usable_size(p) } >= size);
                 unsafe {
                     if zeroed {
@@ -117,7 +128,10 @@ fn zero_sized_layouts_are_handled() {
         let layout = Layout::from_size_align(0, align).unwrap();
         unsafe {
             let p = Brisk.alloc(layout);
-            assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{layout:?}");
+            assert!(
+                !p.is_null() && (p as usize).is_multiple_of(align),
+                "{layout:?}"
+            );
             let q = Brisk.alloc(layout);
             assert_ne!(p, q, "two live zero-sized blocks share an address");
             // From size 0 up, and back to 0.
@@ -138,7 +152,19 @@ fn zero_sized_layouts_are_handled() {
 
 #[test]
 fn realloc_keeps_data_across_growth_and_shrink() {
-    let sizes = [1, 10, 100, 1000, 10_000, 100_000, 3 * MIB, 700_000, 5000, 40, 5];
+    let sizes = [
+        1,
+        10,
+        100,
+        1000,
+        10_000,
+        100_000,
+        3 * MIB,
+        700_000,
+        5000,
+        40,
+        5,
+    ];
     for align in [1, 8, 16, 32, 64, 4096, 65536] {
         let mut layout = Layout::from_size_align(sizes[0], align).unwrap();
         let mut p = unsafe { alloc::alloc(layout) };
@@ -147,7 +173,11 @@ fn realloc_keeps_data_across_growth_and_shrink() {
         for &size in &sizes[1..] {
             let q = unsafe { alloc::realloc(p, layout, size) };
             assert!(!q.is_null(), "realloc {layout:?} -> {size}");
-            assert_eq!(q as usize % align, 0, "realloc {layout:?} -> {size} gave {q:p}");
+            assert_eq!(
+                q as usize % align,
+                0,
+                "realloc {layout:?} -> {size} gave {q:p}"
+            );
             unsafe {
                 check(q, layout.size().min(size), align);
                 fill(q, size, align);
@@ -215,7 +245,10 @@ fn alloc_zeroed_is_zero_on_reused_memory() {
                 }
                 let bytes = std::slice::from_raw_parts(p, layout.size());
                 if let Some(i) = bytes.iter().position(|&b| b != 0) {
-                    panic!("round {round}: {layout:?} at {p:p} has {:#x} at byte {i} (was {old:#x})", bytes[i]);
+                    panic!(
+                        "round {round}: {layout:?} at {p:p} has {:#x} at byte {i} (was {old:#x})",
+                        bytes[i]
+                    );
                 }
                 live.push((p, layout));
             }
@@ -283,6 +316,11 @@ fn blocks_allocated_on_one_thread_are_dropped_on_another() {
 
     // The producers' threads are gone and their blocks freed remotely: the
     // memory serves new allocations as before.
-    let again: Vec<Box<[u8]>> = (0..1000).map(|i| vec![(i % 256) as u8; 64].into_boxed_slice()).collect();
-    assert!(again.iter().enumerate().all(|(i, b)| b.iter().all(|&x| x == (i % 256) as u8)));
+    let again: Vec<Box<[u8]>> = (0..1000)
+        .map(|i| vec![(i % 256) as u8; 64].into_boxed_slice())
+        .collect();
+    assert!(again
+        .iter()
+        .enumerate()
+        .all(|(i, b)| b.iter().all(|&x| x == (i % 256) as u8)));
 }

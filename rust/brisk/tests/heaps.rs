@@ -12,8 +12,14 @@ use brisk::{Arena, Heap};
 /// A field of brisk's JSON statistics (a flat object of numbers).
 fn json_field(json: &str, name: &str) -> i64 {
     let key = format!("\"{name}\":");
-    let at = json.find(&key).unwrap_or_else(|| panic!("no {name} in {json}")) + key.len();
-    let digits: String = json[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + key.len();
+    let digits: String = json[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
     digits.parse().unwrap()
 }
 
@@ -35,13 +41,21 @@ fn vec_and_box_on_a_heap() {
     v.shrink_to_fit();
     assert_eq!(&v[..], &[0, 3, 6, 9, 12, 15, 18, 21, 24, 27]);
 
-    let boxes: Vec<ABox<[u8; 40], &Heap>> = (0..100).map(|i| ABox::new_in([i as u8; 40], &heap)).collect();
-    assert!(boxes.iter().enumerate().all(|(i, b)| b.iter().all(|&x| x == i as u8)));
+    let boxes: Vec<ABox<[u8; 40], &Heap>> = (0..100)
+        .map(|i| ABox::new_in([i as u8; 40], &heap))
+        .collect();
+    assert!(boxes
+        .iter()
+        .enumerate()
+        .all(|(i, b)| b.iter().all(|&x| x == i as u8)));
     let during = json_field(&heap.stats_json(), "blocks_in_use");
     assert!(during >= before + 100, "blocks_in_use {before} -> {during}");
     drop(boxes);
     let after = json_field(&heap.stats_json(), "blocks_in_use");
-    assert!(after <= during - 100, "blocks_in_use {during} -> {after} after 100 frees");
+    assert!(
+        after <= during - 100,
+        "blocks_in_use {during} -> {after} after 100 frees"
+    );
 }
 
 #[test]
@@ -82,8 +96,14 @@ fn heap_grow_and_shrink_keep_data_and_alignment() {
             assert_eq!(q.as_ptr() as usize % align, 0, "{layout:?} -> {new:?}");
             let bytes = unsafe { std::slice::from_raw_parts(q.as_ptr(), size) };
             let kept = layout.size().min(size);
-            assert!(bytes[..kept].iter().all(|&b| b == 0x11), "{layout:?} -> {new:?} lost data");
-            assert!(bytes[kept..].iter().all(|&b| b == 0), "{layout:?} -> {new:?} not zeroed");
+            assert!(
+                bytes[..kept].iter().all(|&b| b == 0x11),
+                "{layout:?} -> {new:?} lost data"
+            );
+            assert!(
+                bytes[kept..].iter().all(|&b| b == 0),
+                "{layout:?} -> {new:?} not zeroed"
+            );
             unsafe { q.as_ptr().write_bytes(0x11, size) };
             p = q;
             layout = new;
@@ -100,8 +120,13 @@ fn heap_realloc_within_the_usable_size_stays_in_place() {
         let p = heap.allocate(layout).unwrap().cast::<u8>();
         let usable = unsafe { brisk::usable_size(p.as_ptr()) };
         let bigger = Layout::from_size_align(usable, align).unwrap();
-        let q = unsafe { heap.grow(p, layout, bigger) }.unwrap().cast::<u8>();
-        assert_eq!(p, q, "align {align}: growing to the usable size {usable} moved the block");
+        let q = unsafe { heap.grow(p, layout, bigger) }
+            .unwrap()
+            .cast::<u8>();
+        assert_eq!(
+            p, q,
+            "align {align}: growing to the usable size {usable} moved the block"
+        );
         unsafe { heap.deallocate(q, bigger) };
     }
 }
@@ -127,7 +152,10 @@ fn heap_zeroed_memory_is_zero_after_reuse() {
                 let p = heap.allocate_zeroed(layout).unwrap().cast::<u8>();
                 reused += dirty.contains(&p) as usize;
                 let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), size) };
-                assert!(bytes.iter().all(|&b| b == 0), "{layout:?} at {p:?} not zero");
+                assert!(
+                    bytes.iter().all(|&b| b == 0),
+                    "{layout:?} at {p:?} not zero"
+                );
                 live.push(p);
             }
             assert!(reused > 0, "{layout:?}: no block was reused");
@@ -203,9 +231,14 @@ fn arena_reset_starts_again_at_its_first_buffer() {
     }
     let blocks_before = heap.stats_json();
     arena.reset();
-    assert_eq!(arena.alloc(layout).unwrap(), first, "reset did not rewind the arena");
+    assert_eq!(
+        arena.alloc(layout).unwrap(),
+        first,
+        "reset did not rewind the arena"
+    );
     // The buffers after the first went back to the heap.
-    let freed = json_field(&blocks_before, "blocks_in_use") - json_field(&heap.stats_json(), "blocks_in_use");
+    let freed = json_field(&blocks_before, "blocks_in_use")
+        - json_field(&heap.stats_json(), "blocks_in_use");
     assert!(freed >= 1, "{blocks_before} -> {}", heap.stats_json());
 }
 
@@ -252,5 +285,9 @@ fn heap_blocks_may_be_freed_on_other_threads() {
     // The heap takes its blocks back and goes on allocating.
     let v: Vec<NonNull<u8>> = (0..5000).map(|_| heap.alloc(layout).unwrap()).collect();
     assert!(v.iter().all(|p| brisk::owns(p.as_ptr())));
-    assert_eq!(json_field(&brisk::stats_json(), "errors"), errors, "brisk reported an error");
+    assert_eq!(
+        json_field(&brisk::stats_json(), "errors"),
+        errors,
+        "brisk reported an error"
+    );
 }

@@ -8,8 +8,14 @@ static GLOBAL: brisk::Brisk = brisk::Brisk;
 
 fn json_field(json: &str, name: &str) -> i64 {
     let key = format!("\"{name}\":");
-    let at = json.find(&key).unwrap_or_else(|| panic!("no {name} in {json}")) + key.len();
-    let digits: String = json[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + key.len();
+    let digits: String = json[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
     digits.parse().unwrap()
 }
 
@@ -28,7 +34,10 @@ fn version_is_the_headers() {
 #[test]
 fn stats_json_is_one_object_that_counts() {
     let json = brisk::stats_json();
-    assert!(json.starts_with(&format!("{{\"version\":\"{}\"", brisk::version())), "{json}");
+    assert!(
+        json.starts_with(&format!("{{\"version\":\"{}\"", brisk::version())),
+        "{json}"
+    );
     assert!(json.ends_with('}') && !json.contains('\0'), "{json}");
     let hardened = i64::from(cfg!(feature = "hardened"));
     assert_eq!(json_field(&json, "hardened"), hardened, "{json}");
@@ -45,7 +54,14 @@ fn stats_json_is_one_object_that_counts() {
 fn heap_stats_json_counts_the_heaps_blocks() {
     let heap = Heap::new();
     let json = heap.stats_json();
-    for field in ["segments", "pages", "full_pages", "blocks_in_use", "page_bytes", "generation"] {
+    for field in [
+        "segments",
+        "pages",
+        "full_pages",
+        "blocks_in_use",
+        "page_bytes",
+        "generation",
+    ] {
         json_field(&json, field);
     }
     let layout = Layout::new::<[u64; 4]>();
@@ -67,7 +83,10 @@ fn collect_returns_freed_huge_memory() {
     let json = brisk::stats_json();
     if !cfg!(feature = "hardened") {
         // The hardened build keeps no freed huge mapping.
-        assert!(retained(&json) > 0, "a freed huge mapping is kept for reuse: {json}");
+        assert!(
+            retained(&json) > 0,
+            "a freed huge mapping is kept for reuse: {json}"
+        );
     }
     brisk::collect();
     let json = brisk::stats_json();
@@ -89,7 +108,11 @@ mod serde_stats {
     fn stats_has_a_field_for_each_of_brisks() {
         let json = brisk::stats_json();
         let stats = brisk::stats().unwrap();
-        assert!(stats.other.is_empty(), "fields the struct lacks: {:?}", stats.other);
+        assert!(
+            stats.other.is_empty(),
+            "fields the struct lacks: {:?}",
+            stats.other
+        );
         // And the struct has no field brisk does not print.
         let printed = keys(&serde_json::from_str(&json).unwrap());
         let ours = keys(&serde_json::to_value(&stats).unwrap());
@@ -110,14 +133,19 @@ mod serde_stats {
         assert_eq!(printed, keys(&serde_json::to_value(&stats).unwrap()));
         let mut v = brisk::allocator_api2::vec::Vec::new_in(&heap);
         v.extend(0..100u64);
-        let boxes: Vec<_> = (0..20).map(|i| brisk::allocator_api2::boxed::Box::new_in(i, &heap)).collect();
+        let boxes: Vec<_> = (0..20)
+            .map(|i| brisk::allocator_api2::boxed::Box::new_in(i, &heap))
+            .collect();
         assert!(heap.stats().unwrap().blocks_in_use >= 21);
         drop(boxes);
     }
 
     #[test]
     fn unknown_fields_are_kept_and_missing_ones_read_as_zero() {
-        let s = Stats::from_json(r#"{"version":"9.9.9","hardened":1,"segments":3,"later_field":[1,2]}"#).unwrap();
+        let s = Stats::from_json(
+            r#"{"version":"9.9.9","hardened":1,"segments":3,"later_field":[1,2]}"#,
+        )
+        .unwrap();
         assert_eq!(s.version, "9.9.9");
         assert!(s.hardened);
         assert_eq!(s.segments, 3);

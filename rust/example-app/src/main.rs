@@ -22,17 +22,24 @@ fn main() {
         ("HashMap value", index[&42].as_ptr()),
     ];
     for (what, p) in blocks {
-        assert!(brisk::owns(p), "the {what} at {p:p} was not allocated by brisk");
+        assert!(
+            brisk::owns(p),
+            "the {what} at {p:p} was not allocated by brisk"
+        );
     }
 
     // Allocated here, dropped on another thread.
     let (tx, rx) = mpsc::channel::<Vec<String>>();
     let dropper = thread::spawn(move || rx.iter().map(|v| v.len()).sum::<usize>());
     for i in 0..100 {
-        tx.send((0..50).map(|j| format!("{i}:{j}")).collect()).unwrap();
+        tx.send((0..50).map(|j| format!("{i}:{j}")).collect())
+            .unwrap();
     }
     drop(tx);
     assert_eq!(dropper.join().unwrap(), 5000);
 
-    println!("brisk {} served every allocation of this program", brisk::version());
+    println!(
+        "brisk {} served every allocation of this program",
+        brisk::version()
+    );
 }

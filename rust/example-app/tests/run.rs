@@ -3,11 +3,16 @@ use std::process::Command;
 
 #[test]
 fn the_program_runs_on_brisk() {
-    let out = Command::new(env!("CARGO_BIN_EXE_brisk-example")).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_brisk-example"))
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
-    let want = format!("brisk {} served every allocation of this program\n", brisk::version());
+    let want = format!(
+        "brisk {} served every allocation of this program\n",
+        brisk::version()
+    );
     assert_eq!(stdout, want);
     assert!(stderr.is_empty(), "{stderr}");
 }
