@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build bench bench-full test test-release test-sanitize clean
+.PHONY: all setup build bench bench-full test test-release test-sanitize test-rust clean
 
 all: build
 
@@ -32,7 +32,23 @@ test-sanitize:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L tsan
 
-test: setup test-release test-sanitize
+# The Rust crates (rust/): the tests, again with the override and hardened
+# features, and clippy.
+test-rust:
+	@if ! command -v cargo >/dev/null 2>&1; then \
+	  if [ "$$CI" = "true" ]; then \
+	    echo "test-rust: FAILED: cargo not found; the Rust tests need a Rust toolchain (rustup, stable)" >&2; exit 1; \
+	  fi; \
+	  echo "*** test-rust SKIPPED: cargo not found (install Rust with rustup to run the Rust tests) ***"; \
+	else \
+	  set -ex; cd rust; \
+	  cargo test --workspace --features brisk/serde; \
+	  cargo test -p brisk-sys -p brisk --tests --features brisk/serde,brisk/override,brisk/hardened; \
+	  cargo clippy --workspace --all-targets -- -D warnings; \
+	  cargo clippy --workspace --all-targets --all-features -- -D warnings; \
+	fi
+
+test: setup test-release test-sanitize test-rust
 
 clean:
 	rm -rf build build-ubsan build-tsan

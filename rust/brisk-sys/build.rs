@@ -1,0 +1,102 @@
+//! Compiles brisk's C sources (`src/*.c` of the repository, two levels up
+//! from this crate) into a static library, with the flags of the library
+//! target in CMakeLists.txt.
+//!
+//! Left out by default: `src/override.c` (the standard malloc family),
+//! `src/override_new.c` and `src/new_handler.cpp` (C++ operator new and
+//! delete). A Rust program picks brisk with `#[global_allocator]`; the
+//! `override` feature adds `src/override.c` and links the whole archive, so
+//! that `malloc` and friends of the whole process are brisk's.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Files of `src/` that define the standard allocation symbols.
+const OVERRIDE_ONLY: &[&str] = &["override.c", "override_new.c"];
+
+fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest.join("..").join("..");
+    let src = root.join("src");
+    let include = root.join("include");
+    if !include.join("brisk.h").is_file() || !src.is_dir() {
+        panic!(
+            "brisk-sys builds brisk from the repository's C sources, expected at {} and {}",
+            src.display(),
+            include.display()
+        );
+    }
+
+    // A directory: Cargo rebuilds when any file in it changes, is added or
+    // removed.
+    println!("cargo:rerun-if-changed={}", src.display());
+    println!("cargo:rerun-if-changed={}", include.display());
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let override_malloc = env::var_os("CARGO_FEATURE_OVERRIDE").is_some();
+    let hardened = env::var_os("CARGO_FEATURE_HARDENED").is_some();
+
+    let mut sources = c_sources(&src);
+    if override_malloc {
+        sources.push(src.join("override.c"));
+    }
+    for s in &sources {
+        println!("cargo:rerun-if-changed={}", s.display());
+    }
+
+    let mut build = cc::Build::new();
+    build
+        .files(&sources)
+        .include(&include)
+        .include(&src)
+        .std("gnu11")
+        .opt_level(3)
+        .pic(true)
+        .define("_GNU_SOURCE", None)
+        .define("NDEBUG", None)
+        .define("BRISK_DEBUG_LEVEL", "0")
+        .warnings(true)
+        .flag("-Wno-unused-parameter")
+        .flag("-fvisibility=hidden")
+        .flag("-fno-semantic-interposition")
+        .flag("-ftls-model=initial-exec")
+        .flag("-fno-builtin-malloc")
+        .flag("-fno-builtin-free")
+        .flag("-fno-builtin-calloc")
+        .flag("-fno-builtin-realloc");
+    if hardened {
+        build.define("BRISK_HARDENED", "1");
+    }
+    if override_malloc {
+        // Nothing in a Rust program names `malloc` before libc is on the
+        // link line, so an archive member would not be pulled in: link every
+        // object of the archive.
+        build.link_lib_modifier("+whole-archive");
+    }
+    build.compile("brisk");
+    if override_malloc {
+        // This crate's own tests check that the whole archive is linked,
+        // with the linker whose archive order would drop it otherwise.
+        println!("cargo:rustc-link-arg-tests=-fuse-ld=bfd");
+    }
+
+    // For build scripts of crates that link brisk-sys: DEP_BRISK_INCLUDE.
+    println!("cargo:include={}", include.display());
+}
+
+/// Every `*.c` file of `src/` except the override files, sorted.
+fn c_sources(src: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(src)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", src.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !OVERRIDE_ONLY.contains(&name)
+        })
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no C sources in {}", src.display());
+    out
+}

@@ -1,0 +1,145 @@
+//! brisk, the memory allocator, for Rust programs.
+//!
+//! brisk is a general-purpose allocator written in C (this crate builds it
+//! from the repository's sources through `brisk-sys`): per-thread heaps with
+//! a short inline fast path, cheap frees from other threads, and an address
+//! registry that tells in one load whether a pointer is brisk's.
+//!
+//! # Setup: one line
+//!
+//! ```
+//! #[global_allocator]
+//! static GLOBAL: brisk::Brisk = brisk::Brisk;
+//!
+//! fn main() {
+//!     let words: Vec<String> = "served by brisk".split(' ').map(String::from).collect();
+//!     assert!(brisk::owns(words.as_ptr()));
+//!     assert!(words.iter().all(|w| brisk::owns(w.as_ptr())));
+//! }
+//! ```
+//!
+//! Only Rust's allocations go to brisk that way; C code in the process keeps
+//! libc's `malloc`. The `override` feature makes brisk the `malloc` of the
+//! whole process as well.
+//!
+//! # Heaps and arenas
+//!
+//! A [`Heap`] is a heap of its own, for a session, a connection or a
+//! request: it allocates on its thread, its blocks may be freed anywhere,
+//! and dropping it releases everything in it in one call. An [`Arena`]
+//! bump-allocates from buffers of a heap and forgets everything at
+//! [`Arena::reset`]. Both implement the `Allocator` trait of
+//! [`allocator_api2`] (re-exported here), so the collections of that crate
+//! and of `hashbrown` run on them on stable Rust:
+//!
+//! ```
+//! use brisk::allocator_api2::vec::Vec;
+//! use brisk::{Arena, Heap};
+//!
+//! let heap = Heap::new();
+//! let mut ids = Vec::new_in(&heap);
+//! ids.extend(0..10_000u64);
+//! assert!(brisk::owns(ids.as_ptr()));
+//!
+//! let mut arena = Arena::new(&heap, 64 * 1024);
+//! {
+//!     let mut index = hashbrown::HashMap::new_in(&arena);
+//!     for (i, id) in ids.iter().enumerate() {
+//!         index.insert(*id, i);
+//!     }
+//!     assert_eq!(index[&1234], 1234);
+//! }
+//! arena.reset(); // every allocation of the map, forgotten at once
+//! drop(arena);
+//! drop(ids);
+//! drop(heap); // the heap and what is left in it, in one call
+//! ```
+//!
+//! # Features
+//!
+//! - `override`: compile brisk's definitions of `malloc`, `free`,
+//!   `calloc`, `realloc`, `posix_memalign`, ... too, so that C code in the
+//!   process (and libc's users) allocate from brisk.
+//! - `hardened`: brisk's hardened build (freed blocks filled and checked,
+//!   guard pages, randomized page order).
+//! - `serde`: [`Stats`] and [`HeapStats`], the statistics parsed from
+//!   brisk's JSON.
+
+use core::ffi::{c_char, CStr};
+
+pub use allocator_api2;
+pub use brisk_sys as sys;
+
+mod arena;
+mod global;
+mod heap;
+#[cfg(feature = "serde")]
+mod stats;
+
+pub use arena::Arena;
+pub use global::Brisk;
+pub use heap::Heap;
+#[cfg(feature = "serde")]
+pub use stats::{HeapStats, Stats};
+
+/// Whether `ptr` points into a block that brisk handed out and still holds.
+/// Safe for any pointer value: answered from brisk's address registry, in
+/// constant time and without a system call.
+#[inline]
+pub fn owns<T: ?Sized>(ptr: *const T) -> bool {
+    unsafe { sys::brisk_owns(ptr.cast()) != 0 }
+}
+
+/// The bytes usable at `ptr`: at least the size requested; 0 for null.
+///
+/// # Safety
+///
+/// `ptr` is null or a live block from brisk (a pointer brisk did not hand
+/// out is reported on stderr).
+#[inline]
+pub unsafe fn usable_size<T: ?Sized>(ptr: *const T) -> usize {
+    sys::brisk_usable_size(ptr.cast())
+}
+
+/// Return the memory that the calling thread's heap holds but does not use
+/// now (and the process's cached segments and huge mappings), instead of
+/// after the purge delay.
+pub fn collect() {
+    unsafe { sys::brisk_collect() }
+}
+
+/// brisk's version, `"MAJOR.MINOR.PATCH"`.
+pub fn version() -> &'static str {
+    // A static ASCII string.
+    unsafe { CStr::from_ptr(sys::brisk_version()) }
+        .to_str()
+        .unwrap_or("")
+}
+
+/// Process-wide statistics, as brisk prints them: one JSON object
+/// (`version`, `hardened`, `purge_delay_ms`, then brisk's counters, levels
+/// with their `_peak`).
+pub fn stats_json() -> String {
+    json_from(|buf, len| unsafe { sys::brisk_stats_json(buf, len) })
+}
+
+/// Process-wide statistics, parsed from [`stats_json`].
+#[cfg(feature = "serde")]
+pub fn stats() -> Result<Stats, serde_json::Error> {
+    Stats::from_json(&stats_json())
+}
+
+/// The output of a snprintf-like writer (`fill(buf, len)` returns the length
+/// it needed), which may need more room on a second try.
+pub(crate) fn json_from(mut fill: impl FnMut(*mut c_char, usize) -> usize) -> String {
+    let mut room = 512;
+    loop {
+        let mut buf = vec![0u8; room];
+        let needed = fill(buf.as_mut_ptr().cast(), room);
+        if needed < room {
+            buf.truncate(needed);
+            return String::from_utf8(buf).expect("brisk's JSON is ASCII");
+        }
+        room = needed + 64; // counters may grow between the two calls
+    }
+}
