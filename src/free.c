@@ -225,12 +225,23 @@ static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
  * ------------------------------------------------------------------------- */
 extern void __libc_free(void *) __attribute__((weak));
 
-static _Atomic(bool) interposing = true;
+/* Defined by override.c: present exactly when this build replaces the
+ * standard malloc family. Until override.c's constructor has looked at
+ * which malloc the process calls (-1), a build with it assumes it is the
+ * process's malloc (preloaded, a foreign block may be freed that early),
+ * and a build without it (brisk linked under its own names only) never is. */
+extern const char brisk_override_present __attribute__((weak, visibility("hidden")));
+static _Atomic(int) interposing = -1;
 
-void foreign_set_interposing(bool v) { atomic_store_relaxed(&interposing, v); }
+void foreign_set_interposing(bool v) { atomic_store_relaxed(&interposing, v ? 1 : 0); }
+
+static bool brisk_is_process_malloc(void) {
+  int v = atomic_load_relaxed(&interposing);
+  return v < 0 ? &brisk_override_present != NULL : v != 0;
+}
 
 size_t foreign_usable_size(const void *p) {
-  if (!atomic_load_relaxed(&interposing) || __libc_free == NULL) return 0;
+  if (!brisk_is_process_malloc() || __libc_free == NULL) return 0;
   uintptr_t a = (uintptr_t)p;
   if (a < OS_PAGE_BYTES || (a & 15) != 0) return 0;
   uint64_t hdr[2]; /* prev_size, size | flags */

@@ -91,6 +91,9 @@ BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
   free_sized_inline(p, size, alignment, FN_FREE_SIZED);
 }
 
+/* This build replaces the malloc family (free.c looks for this symbol). */
+__attribute__((visibility("hidden"))) const char brisk_override_present = 1;
+
 /* Is the `malloc` this process calls the one above? Through the GOT,
  * &malloc names whichever definition won symbol resolution. */
 __attribute__((constructor)) static void override_init(void) {
