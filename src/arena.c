@@ -20,9 +20,12 @@ typedef struct arena_buffer_s {
   size_t size; /* bytes of the whole buffer, header included */
 } arena_buffer_t;
 
+#define ARENA_MAGIC 0x61726e61u /* "arna": a live arena */
+
 struct brisk_arena_s {
   uint8_t *cur;
   uint8_t *end;
+  uint32_t magic;
   brisk_heap_t *heap;          /* NULL: the calling thread's default heap */
   arena_buffer_t *first;       /* kept by reset */
   arena_buffer_t *last;        /* the one cur points into */
@@ -56,6 +59,7 @@ BRISK_EXPORT brisk_arena_t *brisk_arena_new(brisk_heap_t *heap, size_t initial_b
   brisk_arena_t *a = arena_heap_alloc(heap, sizeof(*a));
   if (a == NULL) return NULL;
   memset(a, 0, sizeof(*a));
+  a->magic = ARENA_MAGIC;
   a->heap = heap;
   size_t size = initial_bytes + ARENA_HEADER;
   if (size < ARENA_MIN_BUFFER || size < initial_bytes) size = ARENA_MIN_BUFFER;
@@ -70,8 +74,21 @@ BRISK_EXPORT brisk_arena_t *brisk_arena_new(brisk_heap_t *heap, size_t initial_b
   return a;
 }
 
+/* An arena from brisk_arena_new, not yet destroyed; else reported. */
+static bool arena_valid(const brisk_arena_t *a, const char *fn) {
+  /* The registry first: a pointer into memory brisk returned is not read. */
+  if (alloc_owns(a) && a->magic == ARENA_MAGIC) return true;
+  report_error("%s(%p): not an arena made by brisk_arena_new (or one already destroyed)", fn,
+               (const void *)a);
+  return false;
+}
+
 /* The current buffer is exhausted: take one big enough from the heap. */
 static BRISK_NOINLINE void *arena_overflow(brisk_arena_t *a, size_t size, size_t alignment) {
+  if (!arena_valid(a, "brisk_arena_alloc")) {
+    errno = EINVAL;
+    return NULL;
+  }
   size_t need = size + alignment + ARENA_HEADER;
   if (need < size) {
     errno = ENOMEM;
@@ -90,6 +107,11 @@ static BRISK_NOINLINE void *arena_overflow(brisk_arena_t *a, size_t size, size_t
 }
 
 BRISK_EXPORT void *brisk_arena_alloc(brisk_arena_t *a, size_t size, size_t alignment) {
+  if (BRISK_UNLIKELY(a == NULL)) {
+    arena_valid(a, "brisk_arena_alloc");
+    errno = EINVAL;
+    return NULL;
+  }
   if (BRISK_UNLIKELY((alignment & (alignment - 1)) != 0)) {
     report_error("brisk_arena_alloc(%p): alignment %zu is not a power of two", (void *)a, alignment);
     errno = EINVAL;
@@ -115,6 +137,7 @@ static void free_buffers_after(arena_buffer_t *b) {
 }
 
 BRISK_EXPORT void brisk_arena_reset(brisk_arena_t *a) {
+  if (!arena_valid(a, "brisk_arena_reset")) return;
   free_buffers_after(a->first);
   buffer_enter(a, a->first);
   a->next_size = a->first->size * 2;
@@ -122,6 +145,8 @@ BRISK_EXPORT void brisk_arena_reset(brisk_arena_t *a) {
 
 BRISK_EXPORT void brisk_arena_destroy(brisk_arena_t *a) {
   if (a == NULL) return;
+  if (!arena_valid(a, "brisk_arena_destroy")) return;
+  a->magic = 0;
   free_buffers_after(a->first);
   free_inline(a->first, FN_BRISK_FREE);
   free_inline(a, FN_BRISK_FREE);
