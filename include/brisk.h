@@ -43,8 +43,11 @@ BRISK_API void brisk_free_sized(void *p, size_t size);
 /* Bytes usable at p (at least the size requested); 0 for NULL. */
 BRISK_API size_t brisk_usable_size(const void *p);
 
-/* Non-zero exactly when p points into a block that brisk handed out and
- * whose memory brisk has not returned to the OS. Answered from the address
+/* Non-zero exactly when p points into memory that brisk holds for blocks:
+ * a page of a size class, or a large or huge block, that is in use. A
+ * freed block of a page still in use counts; memory brisk has returned to
+ * the OS, or keeps only for reuse, does not. It answers "is brisk the
+ * allocator of p?", not "is p's block live?". Answered from the address
  * registry: O(1), no system call, safe for any pointer value. */
 BRISK_API int brisk_owns(const void *p);
 
