@@ -494,8 +494,8 @@ class Child:
 def child_env(alloc_name, run):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env["BRISK_BENCH_ALLOC"] = alloc_name
-    env["BRISK_BENCH_RUN"] = str(run)
+    env["BENCH_ALLOC"] = alloc_name
+    env["BENCH_RUN"] = str(run)
     return env
 
 

@@ -63,7 +63,7 @@ BASE = {"brisk": 1.0, "fast": 0.5, "slow": 2.0, "brisk-aa": 1.02}
 # The fake workload is a shell script: it starts in a millisecond, so the
 # whole file runs in seconds. Times are in milliseconds: base + 10 * run.
 FAKE = r'''#!/bin/sh
-name=$1; size=$2; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
+name=$1; size=$2; alloc=$BENCH_ALLOC; run=$BENCH_RUN
 echo "$name $alloc $run ${LD_PRELOAD:--}" >> "$FAKE_LOG"
 case $alloc in
   brisk) base=1000 ;; fast) base=500 ;; slow) base=2000 ;; brisk-aa) base=1020 ;; near) base=1010 ;;
@@ -86,7 +86,7 @@ echo "RESULT workload=$name threads=1 ops=$size secs=$secs check=ok"
 # named larson and xmalloc (and other) so the harness treats it as those;
 # like bench_xmalloc, the xmalloc fake reports an even thread count.
 FAKE_SCALE = r'''#!/bin/sh
-name=$1; size=$2; t=$3; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
+name=$1; size=$2; t=$3; alloc=$BENCH_ALLOC; run=$BENCH_RUN
 echo "$name $alloc $run $t" >> "$FAKE_LOG"
 case $alloc in
   brisk) if [ "$t" -lt 2 ]; then ms=1000; else ms=500; fi ;;

@@ -235,7 +235,7 @@ def test_report_text():
 FAKE = r'''#!/bin/sh
 # bench_zmq --secs S --warmup W CELL: a rate from the allocator and the run
 while [ $# -gt 1 ]; do shift; done
-cell=$1; alloc=$BRISK_BENCH_ALLOC; run=$BRISK_BENCH_RUN
+cell=$1; alloc=$BENCH_ALLOC; run=$BENCH_RUN
 echo "$cell $alloc $run" >> "$FAKE_LOG"
 if [ "$alloc" = "${FAKE_BREAK:-}" ]; then echo "CHECK FAILED: zmq: fake" >&2; exit 3; fi
 case $alloc in

@@ -154,6 +154,12 @@ json_struct! {
         heaps_adopted: i64,
         /// Pointers handed back to the previous allocator (glibc).
         foreign_frees: i64,
+        /// The background purger: threads running (0 or 1, with its peak),
+        /// purge rounds, and wake-ups.
+        background_threads: i64,
+        background_threads_peak: i64,
+        background_rounds: i64,
+        background_wakeups: i64,
         /// Bad inputs reported.
         errors: i64,
     }
