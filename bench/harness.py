@@ -66,7 +66,7 @@ ROOT = os.path.dirname(HERE)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runner import (  # noqa: E402  (the harness is run as a script)
-    BUILT_RELEASE, PEER_PACKAGES, TIER_RUNS, TIER_TIMEOUT, WORKLOADS, Child, child_env, failure_text,
+    BUILT_RELEASE, PEER_PACKAGES, quick_allocators, TIER_RUNS, TIER_TIMEOUT, WORKLOADS, Child, child_env, failure_text,
     load_workloads, make_aa, package_version, parse_output, resolve_allocators, run_one,
     select_workloads, snapshot, workload_argv, workload_available, wrap)
 
@@ -583,7 +583,12 @@ def main(argv=None):
             log(n)
         raise SystemExit("harness: nothing to run")
 
-    allocs, anotes = resolve_allocators(args.alloc, brisk_lib, not args.no_install, log)
+    spec = args.alloc
+    if spec is None and args.tier == "quick" and not args.scaling:
+        spec = quick_allocators()
+        notes.append("quick tier: %s and the A/A copy (--alloc names others; --full runs every "
+                     "peer found)" % spec)
+    allocs, anotes = resolve_allocators(spec, brisk_lib, not args.no_install, log)
     notes += anotes
     if not allocs:
         raise SystemExit("harness: no allocator to run")

@@ -140,6 +140,17 @@ def package_version(pkg):
         return None
 
 
+def quick_allocators():
+    """The quick tier's default set, so that `make bench` fits in 3 minutes
+    with runs long enough to be steady: brisk, glibc, the newest mimalloc
+    found (v3 built from source, else Debian's) and snmalloc if found."""
+    names = ["brisk", "glibc"]
+    names.append("mimalloc3" if find_built_peer("libmimalloc3.so") else "mimalloc")
+    if find_built_peer("libsnmalloc.so"):
+        names.append("snmalloc")
+    return ",".join(names)
+
+
 def resolve_allocators(spec, brisk_lib, install, log):
     """Parses --alloc. Returns (allocators, notes). spec None = every peer."""
     notes = []
@@ -258,47 +269,47 @@ def make_aa(ref, tmpdir):
 
 WORKLOADS = [
     {"name": "larson", "argv": ["{bin}/bench_larson", "{size}"],
-     "sizes": {"quick": 2000000, "default": 20000000, "full": 200000000}, "instr": 100000,
+     "sizes": {"quick": 8000000, "default": 20000000, "full": 200000000}, "instr": 100000,
      "what": "server churn: 8..1000 B objects replaced at random, tables handed to the next "
              "round's threads (larson-like)"},
     {"name": "xmalloc", "argv": ["{bin}/bench_xmalloc", "{size}"],
-     "sizes": {"quick": 1000000, "default": 10000000, "full": 100000000},
+     "sizes": {"quick": 6000000, "default": 10000000, "full": 100000000},
      "what": "producer/consumer: producers allocate small mixed objects, consumers free them "
              "(xmalloc-like)"},
     {"name": "msgpipe", "argv": ["{bin}/bench_msgpipe", "{size}"],
-     "sizes": {"quick": 30000, "default": 300000, "full": 3000000},
+     "sizes": {"quick": 300000, "default": 300000, "full": 3000000},
      "what": "messaging pipeline: 64 B..256 KiB buffers allocated on an I/O thread, freed on "
              "an application thread"},
     {"name": "cache-scratch", "argv": ["{bin}/bench_cache", "scratch", "{size}"],
-     "sizes": {"quick": 200000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 800000, "default": 2000000, "full": 20000000},
      "what": "passive false sharing: objects freed by the thread they were given to"},
     {"name": "cache-thrash", "argv": ["{bin}/bench_cache", "thrash", "{size}"],
-     "sizes": {"quick": 200000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 800000, "default": 2000000, "full": 20000000},
      "what": "active false sharing: small objects written hard by their own threads"},
     {"name": "random-st", "argv": ["{bin}/bench_random", "st", "{size}"],
-     "sizes": {"quick": 1500000, "default": 15000000, "full": 150000000}, "instr": 100000,
+     "sizes": {"quick": 4000000, "default": 15000000, "full": 150000000}, "instr": 100000,
      "what": "random sizes in a live window, one thread (malloc, calloc, realloc)"},
     {"name": "random-mt", "argv": ["{bin}/bench_random", "mt", "{size}"],
-     "sizes": {"quick": 1200000, "default": 20000000, "full": 200000000},
+     "sizes": {"quick": 5000000, "default": 20000000, "full": 200000000},
      "what": "random sizes in a live window per thread"},
     {"name": "stress", "argv": ["{bin}/bench_random", "stress", "{size}"],
-     "sizes": {"quick": 1200000, "default": 20000000, "full": 50000000},
+     "sizes": {"quick": 4000000, "default": 20000000, "full": 50000000},
      "what": "test-stress style: growing live sets, objects swapped between threads, "
              "threads recreated each round"},
     {"name": "midlarge", "argv": ["{bin}/bench_sizes", "midlarge", "{size}"],
-     "sizes": {"quick": 200000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 600000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "mid-large: 8..34 KiB, window 2048 per thread"},
     {"name": "linear", "argv": ["{bin}/bench_sizes", "linear", "{size}"],
-     "sizes": {"quick": 200000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 1000000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "1..80000 B uniformly, window 256 per thread, no cross-thread frees"},
     {"name": "realloc", "argv": ["{bin}/bench_realloc", "{size}"],
-     "sizes": {"quick": 300000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 2000000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "vectors grown by doubling, strings by small appends"},
     {"name": "large", "argv": ["{bin}/bench_sizes", "large", "{size}"],
-     "sizes": {"quick": 20, "default": 300, "full": 3000}, "instr": 40,
+     "sizes": {"quick": 60, "default": 300, "full": 3000}, "instr": 40,
      "what": "5..25 MiB blocks, window 4 per thread, every page touched"},
     {"name": "session", "argv": ["{bin}/bench_session", "{size}"],
-     "sizes": {"quick": 60000, "default": 600000, "full": 6000000}, "instr": 20000,
+     "sizes": {"quick": 300000, "default": 600000, "full": 6000000}, "instr": 20000,
      "instr_extra": ["malloc"], "time": "reported", "needs_glibc_forward": True,
      "what": "bursts of 100..10000 256 B messages; per-message latency with rdtsc"},
     {"name": "session-pmr", "argv": ["{bin}/bench_session_pmr", "{size}"],
