@@ -6,9 +6,12 @@
 #include "counters.h"
 
 /* Deadlines are set from the coarse clock (os_now_ms) and the thread reads
- * the precise one, so it may find a deadline up to a tick early: it purges
- * what is due within this much of now. */
+ * the precise one, so it may find a deadline up to a tick early (4 ms at
+ * 250 Hz, 10 ms at 100 Hz): it purges what is due within this much of now,
+ * and what a round asks to retry is further away than this. */
 #define ROUND_SLACK_MS 10
+/* Rounds are at least this far apart, so each is followed by a sleep. */
+#define ROUND_MIN_MS (ROUND_SLACK_MS + 1)
 
 enum { BG_OFF = 0, BG_STARTING = 1, BG_RUNNING = 2 };
 
@@ -44,8 +47,10 @@ void background_schedule(uint64_t deadline_ms, bool worth_a_thread) {
   deadline_lower(deadline_ms);
   int s = atomic_load_relaxed(&state);
   if (s == BG_RUNNING) {
-    if (atomic_load(&sleeping_for_good)) {
+    /* The first to see it asleep wakes it; the others see the flag clear. */
+    if (atomic_load(&sleeping_for_good) && atomic_exchange(&sleeping_for_good, 0)) {
       atomic_add_relaxed(&wake_word, 1);
+      STAT_COUNT(background_wake_calls, 1);
       os_wake(&wake_word);
     }
   } else if (s == BG_OFF && worth_a_thread) {
@@ -56,30 +61,40 @@ void background_schedule(uint64_t deadline_ms, bool worth_a_thread) {
 static void *background_main(void *arg) {
   (void)arg;
   STAT_LEVEL(background_threads, 1);
+  uint64_t last_end = 0; /* when the last round ended */
   for (;;) {
     uint32_t seen = atomic_load_acquire(&wake_word);
     lock_acquire(&round_lock);
     uint64_t now = os_now_precise_ms();
     uint64_t due = atomic_load_relaxed(&next_deadline);
-    if (due != 0 && due <= now + ROUND_SLACK_MS) {
+    if (due != 0 && due <= now + ROUND_SLACK_MS && now >= last_end + ROUND_MIN_MS) {
       /* Taken before the round: a deadline set while it runs lowers it
        * again, and the round's own answer is merged in. */
       atomic_exchange(&next_deadline, 0);
       STAT_COUNT(background_rounds, 1);
       uint64_t next = round_fn(now + ROUND_SLACK_MS);
       if (next != 0) deadline_lower(next);
+      last_end = os_now_precise_ms();
       due = atomic_load_relaxed(&next_deadline);
     }
     lock_release(&round_lock);
     if (due == 0) {
       atomic_store(&sleeping_for_good, 1);
       /* A deadline set after our read either shows here or bumps wake_word. */
-      if (atomic_load(&next_deadline) == 0) os_wait(&wake_word, seen, 0);
+      if (atomic_load(&next_deadline) == 0) {
+        os_wait(&wake_word, seen, 0);
+        STAT_COUNT(background_wakeups, 1);
+      }
       atomic_store_relaxed(&sleeping_for_good, 0);
-    } else if (due > os_now_precise_ms() + ROUND_SLACK_MS) {
-      os_wait(&wake_word, seen, due);
+    } else {
+      /* Never two rounds in a row without a sleep, whatever deadline was
+       * set (one already past, or one a round keeps answering). */
+      uint64_t until = due > last_end + ROUND_MIN_MS ? due : last_end + ROUND_MIN_MS;
+      if (until > os_now_precise_ms() + ROUND_SLACK_MS || until > last_end + ROUND_SLACK_MS) {
+        os_wait(&wake_word, seen, until);
+        STAT_COUNT(background_wakeups, 1);
+      }
     }
-    STAT_COUNT(background_wakeups, 1);
   }
   return NULL;
 }

@@ -98,8 +98,9 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define REFILL_SLOW_EVERY 8
 
 /* The background purger tries a heap again this many ms later when its
- * owner held the heap's lock. */
-#define PURGE_RETRY_MS 10
+ * owner held the heap's lock (more than the purger's slack, so that the
+ * retry is a new round after a sleep, not the next one at once). */
+#define PURGE_RETRY_MS 20
 
 /* realloc keeps a block it shrinks unless that would leave more than half
  * of it unused, and always keeps blocks of up to REALLOC_KEEP_SMALL bytes;

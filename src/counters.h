@@ -33,6 +33,7 @@
   X(background_threads, LEVEL, "background purger threads running (0 or 1)")  \
   X(background_rounds, COUNT, "purge rounds of the background thread")        \
   X(background_wakeups, COUNT, "times the background thread woke up")        \
+  X(background_wake_calls, COUNT, "times a thread woke the background thread") \
   X(errors, COUNT, "bad inputs reported")
 
 typedef struct brisk_stats_s {

@@ -208,7 +208,11 @@ uint64_t segments_maintain(uint64_t now, bool force) {
  * the segment's purge state moved on as if they were purged: those freed
  * since the deadline was set wait one more delay. */
 static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
-  if (seg->purge_slices == 0 && seg->purge_later == 0) return 0;
+  if (seg->purge_slices == 0 && seg->purge_later == 0) {
+    /* Every waiting slice was taken for a span again: no deadline left. */
+    seg->purge_at_ms = 0;
+    return 0;
+  }
   if (!force && now < seg->purge_at_ms) return 0;
   uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
                   seg->free_slices;

@@ -10,9 +10,9 @@
  * them (in allocation order) and does SCENARIO's work until the last AT_MS
  * milliseconds after the last free, printing at each of them:
  *   SAMPLE t_ms=.. rss_kib=.. pct=.. purged_bytes=.. munmap_calls=..
- *          segments=.. mapped_bytes=.. wakeups=.. bg_threads=.. tasks=..
+ *          segments=.. mapped_bytes=.. wakeups=.. rounds=.. bg_threads=.. tasks=..
  *          wall=..
- * (wakeups and bg_threads: brisk's background thread; tasks: threads of
+ * (wakeups, rounds and bg_threads: brisk's background thread; tasks: threads of
  * the process; wall: CLOCK_REALTIME seconds, to line up with strace -ttt)
  * where pct is 100 * (rss - base) / (peak - base): base is the RSS before
  * the burst, peak the RSS with the burst live. RSS is read from
@@ -23,6 +23,8 @@
  *   sleep       nothing: a server between requests
  *   churn       malloc(100)/free in a loop (another size class, fast paths)
  *   classcache  malloc/free of 1 KiB..64 KiB blocks in turn
+ *   spans       malloc/free of 100 KB blocks in turn: a large block's span
+ *               freed and taken again at once, over and over
  *   thread      the burst (and its frees) ran on a thread that has exited;
  *               the main thread sleeps
  *   keep        1 block in 4096 stays live, the program sleeps; the line
@@ -154,7 +156,8 @@ static size_t kept_page_kib(const burst_t *b) {
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: memory_probe sleep|churn|classcache|thread|keep BLOCK MIB AT_MS[,AT_MS...]\n");
+    fprintf(stderr, "usage: memory_probe sleep|churn|classcache|spans|thread|keep|fork BLOCK MIB "
+                    "AT_MS[,AT_MS...]\n");
     return 2;
   }
   const char *scenario = argv[1];
@@ -187,6 +190,7 @@ int main(int argc, char **argv) {
   int sleep_only = !strcmp(scenario, "sleep") || !strcmp(scenario, "thread") || !strcmp(scenario, "keep");
   if (b.block < 16 || mib == 0 || nat == 0 ||
       !(sleep_only || !strcmp(scenario, "churn") || !strcmp(scenario, "classcache") ||
+        !strcmp(scenario, "spans") ||
         !strcmp(scenario, "fork"))) {
     fprintf(stderr, "memory_probe: bad arguments\n");
     return 2;
@@ -231,6 +235,12 @@ int main(int argc, char **argv) {
           void *volatile p = malloc(100);
           free(p);
         }
+      } else if (!strcmp(scenario, "spans")) {
+        for (int k = 0; k < 100; k++) {
+          char *volatile p = malloc(100000);
+          p[0] = 1;
+          free(p);
+        }
       } else { /* classcache: 1 KiB .. 64 KiB in turn */
         for (int k = 0; k < 100; k++, work++) {
           size_t size = (size_t)1024 << (work % 7);
@@ -249,10 +259,11 @@ int main(int argc, char **argv) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     printf("SAMPLE t_ms=%.0f rss_kib=%ld pct=%.1f purged_bytes=%lld munmap_calls=%lld segments=%lld "
-           "mapped_bytes=%lld wakeups=%lld bg_threads=%lld tasks=%d wall=%ld.%06ld\n",
+           "mapped_bytes=%lld wakeups=%lld rounds=%lld bg_threads=%lld tasks=%d wall=%ld.%06ld\n",
            now_ms() - t0, rss, 100.0 * (double)(rss - base) / (double)burst,
            stat_of(js, "purged_bytes"), stat_of(js, "munmap_calls"), stat_of(js, "segments"),
            stat_of(js, "mapped_bytes"), stat_of(js, "background_wakeups"),
+           stat_of(js, "background_rounds"),
            stat_of(js, "background_threads"), task_count(), (long)wall.tv_sec, wall.tv_nsec / 1000);
     fflush(stdout);
   }

@@ -160,6 +160,7 @@ json_struct! {
         background_threads_peak: i64,
         background_rounds: i64,
         background_wakeups: i64,
+        background_wake_calls: i64,
         /// Bad inputs reported.
         errors: i64,
     }
