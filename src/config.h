@@ -97,6 +97,11 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define HOUSEKEEPING_PURGE_EVERY 8
 #define REFILL_SLOW_EVERY 8
 
+/* A large block's usable size is its request rounded up to the OS page;
+ * the rest of its span, if resident from an earlier block, is purged with
+ * the segment's next deadline when it is at least this large. */
+#define LARGE_TAIL_PURGE_MIN ((size_t)16 * 1024)
+
 /* The background purger tries a heap again this many ms later when its
  * owner held the heap's lock (more than the purger's slack, so that the
  * retry is a new round after a sleep, not the next one at once). */

@@ -345,7 +345,6 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   if (BRISK_HARDENED) guard_span_tail(pg);
   /* One block: inv 1, shift 0 make the index the offset itself, so only
    * offset 0 passes the fast path's index < reserved check. */
-  pg->block_size = (uint32_t)pg->span_bytes;
   pg->inv = 1;
   pg->shift = 0;
   pg->capacity = 1;
@@ -353,6 +352,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   pg->used = 1;
   pg->notify_at = 0;
   pg->flags |= PAGE_LARGE;
+  span_large_resize(&h->segments, pg, size);
   heap_count_page(h, 1, true);
   return pg->start;
 }
