@@ -89,6 +89,9 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * atomic exchange per batch. */
 #define OUTBOX_SLOTS 4
 #define OUTBOX_BATCH 64
+/* Each block of a remote-free chain also names the block this many links
+ * further on, which the owner's drain prefetches (block.h). */
+#define REMOTE_SKIP 4
 
 /* Slow-path work that reads the clock or walks lists runs on every Nth
  * occasion only: the purge check on every HOUSEKEEPING_PURGE_EVERY-th

@@ -167,6 +167,7 @@ void heap_flush_outbox(heap_t *h) {
 void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b) {
   STAT_COUNT(remote_frees, 1);
   block_set_remote_next(b, NULL, block_looks_free(b));
+  block_set_remote_skip(b, NULL);
   inbox_push(dst, gen, b, b);
   if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
 }
@@ -195,6 +196,7 @@ void heap_drain_inbox(heap_t *h) {
    * the first 4 MiB of its mapping. */
   page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
   while (b != NULL) {
+    __builtin_prefetch(block_remote_skip(b), 1);
     uintptr_t link = block_remote_link(b);
     block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
     page_t *next_pg = pg;
