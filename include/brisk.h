@@ -111,6 +111,30 @@ BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t alig
 BRISK_API void brisk_arena_reset(brisk_arena_t *arena);
 BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
 
+/* ---------------------------------------------------------------------------
+ * Heap profiling (README, "Finding where memory goes"). A random sample of
+ * the bytes allocated (one per BRISK_PROFILE_RATE bytes on average, 512 KiB
+ * by default) is recorded with its calling stack; a dump writes the memory
+ * in use (and all allocated since the start), scaled back from the samples,
+ * by stack: PATH (the legacy heap profile that google-pprof and jeprof
+ * read) and PATH.collapsed (frame;frame;frame bytes, for flame graphs; a
+ * PATH ending in .heap gives PATH with .collapsed in its place).
+ * BRISK_PROFILE=<prefix> starts sampling at start-up; dumps then also go
+ * to <prefix>.<pid>.<seq>.heap at exit, every BRISK_PROFILE_INTERVAL bytes
+ * of growth of the in-use heap and on BRISK_PROFILE_SIGNAL.
+ * ------------------------------------------------------------------------- */
+/* Start sampling (or change the prefix of the automatic dumps). 0, or
+ * EINVAL for a NULL or empty prefix, ENAMETOOLONG (reported). */
+BRISK_API int brisk_profile_start(const char *prefix);
+/* Stop sampling new allocations. The blocks sampled so far stay recorded
+ * until freed, so a later dump still shows what remains of them; no dump
+ * is written at exit. */
+BRISK_API void brisk_profile_stop(void);
+/* Write a dump now: to PATH and its .collapsed file, or with PATH NULL to
+ * the next <prefix>.<pid>.<seq>.heap. 0, or an errno value (a file that
+ * cannot be written is reported as a warning). */
+BRISK_API int brisk_profile_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

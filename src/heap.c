@@ -9,6 +9,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
+#include "profile.h"
 #include "registry.h"
 #include "report.h"
 #include "counters.h"
@@ -67,6 +68,7 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   h->kind = kind;
   h->segments.owner_tid = tid;
   h->segments.heap = h;
+  h->cache_path_max = MEDIUM_MAX;
   class_cache_init(h);
 }
 
@@ -261,6 +263,7 @@ uint64_t heaps_background_round(uint64_t now) {
       atomic_store_release(&h->state, HEAP_ABANDONED);
     }
   }
+  next = earlier(next, prof_background(now));
   return earlier(next, segments_maintain(now, false));
 }
 
@@ -274,7 +277,10 @@ void heap_housekeeping(heap_t *h) {
   /* The purge reads the clock: on every eighth slow path only, which on a
    * workload that runs dry at every other allocation saves a clock read
    * per page; a purge waits for 8 slow paths at most beyond its delay. */
-  if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) segment_set_purge(&h->segments, false);
+  if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) {
+    segment_set_purge(&h->segments, false);
+    if (h->kind == HEAP_KIND_THREAD && !prof_active()) h->cache_path_max = MEDIUM_MAX;
+  }
 }
 
 void heap_collect(heap_t *h, bool force) {
@@ -300,6 +306,7 @@ void heap_abandon(heap_t *h) {
 
 void heap_destroy(heap_t *h) {
   heap_stats_publish(h);
+  prof_forget_heap(h);
   /* A new generation first: batches of remote frees still on their way
    * carry the old one and are dropped, their blocks went with the heap. */
   h->generation = (h->generation + 1) & INBOX_GEN_MASK;
@@ -394,13 +401,17 @@ static void *alloc_class(heap_t *h, unsigned c) {
   return alloc_class_page(h, c);
 }
 
+static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment);
+
 void *heap_alloc_class(heap_t *h, unsigned c) {
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, class_size(c), 0);
   void *p = alloc_class_page(h, c);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
 }
 
 void *heap_alloc(heap_t *h, size_t size) {
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, size, 0);
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
   else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
@@ -411,6 +422,7 @@ void *heap_alloc(heap_t *h, size_t size) {
 
 /* alignment: a power of two > 16. */
 void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, size, alignment);
   if (size == 0) size = 1;
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);
   if (rounded < size) { errno = ENOMEM; return NULL; }
@@ -454,4 +466,75 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
                        h->segments.count, pages + full_pages, full_pages,
                        used - class_cache_blocks(h), capacity_bytes,
                        (size_t)h->generation);
+}
+
+/* ---------------------------------------------------------------------------
+ * Sampling for the heap profiler (profile.h). While it is on, every
+ * allocation that reaches the functions above comes here and is counted
+ * against its class's countdown (large and huge blocks share one), except
+ * a block of a class list that prof_expose counted when it handed the list
+ * to the inline path. The allocation that brings a countdown to zero is
+ * sampled: it is served as a large block (or huge, as it would be anyway)
+ * whose descriptor names its record. After an ordinary allocation of a
+ * class with an inline path, its page's list is cut where the countdown
+ * will run out.
+ * ------------------------------------------------------------------------- */
+static void *alloc_sampled_block(heap_t *h, size_t size, size_t alignment) {
+  if (size == 0) size = 1;
+  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4)
+    return alloc_large(h, size, alignment > 16 ? alignment : 0);
+  return alloc_huge(h, size, alignment > 16 ? alignment : 0);
+}
+
+static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
+  prof_heap_t *ph = prof_heap_state(h);
+  /* What the allocation takes without sampling: class c (0: large or huge)
+   * and the bytes it counts for. */
+  unsigned c = 0;
+  size_t n = size == 0 ? 1 : size, counted;
+  if (alignment > 16) {
+    size_t r = (n + alignment - 1) & ~(alignment - 1);
+    if (r < n) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (r <= MEDIUM_MAX && alignment <= SLICE_SIZE && class_size(size_to_class(r)) % alignment == 0)
+      c = size_to_class(r);
+  } else if (n <= MEDIUM_MAX) {
+    c = size_to_class(n);
+  }
+  if (c != 0) {
+    counted = class_size(c);
+  } else {
+    counted = (n + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+    if (counted < n) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  bool inline_class = c != 0 && c < CLASS_CACHE_FIRST;
+  void *p = NULL;
+  if (ph != NULL) {
+    if (inline_class) {
+      page_t *pg = h->queues[c].first;
+      if (pg != NULL && page_holds_block_inline(pg, pg->free)) return page_pop(pg); /* counted */
+    }
+    ph->left[c] -= (int64_t)counted;
+    if (ph->left[c] <= 0 && !ph->busy) {
+      ph->left[c] = prof_draw(ph);
+      p = alloc_sampled_block(h, size, alignment);
+      if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
+    }
+  }
+  if (p == NULL) { /* not sampled, or no memory for a span: served as usual */
+    if (c != 0) p = alloc_class(h, c);
+    else if (alignment > 16) p = alloc_sampled_block(h, size, alignment);
+    else if (n <= LARGE_MAX) p = alloc_large(h, n, 0);
+    else p = alloc_huge(h, n, 0);
+    if (p != NULL && inline_class && ph != NULL && h->queues[c].first != NULL)
+      prof_expose(ph, c, h->queues[c].first);
+  }
+  if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
+  if (!h->segments.fresh_only) prof_poll();
+  return p;
 }

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <signal.h>
 #include <string.h>
 
 #include "platform.h"
@@ -29,7 +30,21 @@ static bool parse_int(const char *s, int64_t *out) {
   return true;
 }
 
+/* A signal by name (SIGUSR2, USR2) or number. */
+static bool parse_signal(const char *s, int64_t *out) {
+  static const struct { const char *name; int64_t signo; } names[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"PROF", SIGPROF},
+      {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}};
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcmp(s, names[i].name) == 0) { *out = names[i].signo; return true; }
+  return parse_int(s, out) && *out >= 0 && *out < 65;
+}
+
 static bool parse_value(const char *name, const char *s, int64_t *out) {
+  /* A path prefix: profile.c reads it from the environment itself. */
+  if (strcmp(name, "PROFILE") == 0) { *out = s[0] != '\0'; return true; }
+  if (strcmp(name, "PROFILE_SIGNAL") == 0) return parse_signal(s, out);
   if (strcmp(name, "ON_ERROR") == 0) {
     if (strcmp(s, "report") == 0 || strcmp(s, "0") == 0) { *out = ON_ERROR_REPORT; return true; }
     if (strcmp(s, "abort") == 0 || strcmp(s, "1") == 0) { *out = ON_ERROR_ABORT; return true; }

@@ -22,7 +22,17 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
   X(fault_after, FAULT_AFTER, -1,                                               \
     "testing: OS memory requests fail after this many (-1: never)")            \
   X(fault_rate, FAULT_RATE, 0,                                                  \
-    "testing: OS memory requests fail with this probability per million")
+    "testing: OS memory requests fail with this probability per million")      \
+  X(profile, PROFILE, 0,                                                        \
+    "heap profile: dumps to <prefix>.<pid>.<seq>.heap and .collapsed")         \
+  X(profile_rate, PROFILE_RATE, 524288,                                         \
+    "heap profile: mean bytes allocated between two samples")                  \
+  X(profile_interval, PROFILE_INTERVAL, 0,                                      \
+    "heap profile: dump each time the in-use heap grew by this many bytes")    \
+  X(profile_signal, PROFILE_SIGNAL, 0,                                          \
+    "heap profile: dump when this signal arrives (SIGUSR2, USR2 or a number)") \
+  X(profile_leaks, PROFILE_LEAKS, 0,                                            \
+    "heap profile: report the sampled blocks still live at exit (0/1)")
 
 typedef struct brisk_options_s {
 #define BRISK_OPTION_FIELD(field, NAME, def, desc) int64_t field;

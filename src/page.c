@@ -5,6 +5,7 @@
 #include "background.h"
 #include "list.h"
 #include "page.h"
+#include "profile.h"
 #include "report.h"
 #include "counters.h"
 
@@ -31,6 +32,11 @@ static void direct_update(heap_t *h, unsigned c) {
   if (pg == NULL) pg = &brisk_empty_page;
   size_t lo = c == 1 ? 0 : (class_size(c - 1) + 16) / 16;
   for (size_t w = lo; w <= size / 16; w++) h->direct[w] = pg;
+  /* A heap that samples: an empty list of the new current page ends at
+   * the cut too, so the next allocation reaches the profiler's count
+   * rather than page_refill_pop. */
+  if (BRISK_UNLIKELY(h->prof != NULL) && pg != &brisk_empty_page && pg->free == page_list_end(pg))
+    pg->free = page_list_cut(pg);
 }
 
 /* The head of a class queue is its current page: it carries the bias so
@@ -199,6 +205,7 @@ enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
 /* Make the free list start with a block of the page if it has any to give. */
 static enum collect_result page_collect(page_t *pg) {
   block_t *end = page_list_end(pg);
+  if (pg->free == page_list_cut(pg)) pg->free = end; /* cut by the profiler: empty */
   if (pg->free != end) {
     if (page_holds_block(pg, pg->free)) return PAGE_HAS_BLOCKS;
     page_report_broken(pg, pg->free);
@@ -319,6 +326,7 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     page_after_free(h, pg);
     return;
   }
+  if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg); /* a sampled large or huge block */
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
     segment_set_free_huge(&h->segments, pg);
   } else if (pg->flags & PAGE_LARGE) {

@@ -1,0 +1,877 @@
+/* The sampling heap profiler: countdowns, the record of sampled blocks by
+ * stack, and the dumps (heap profile, collapsed stacks, leak report). See
+ * profile.h for how samples are taken and docs/DESIGN.md for why the fast
+ * paths pay nothing for it.
+ *
+ * Memory: everything here comes from the platform layer (os_map_aligned),
+ * never from brisk's heaps, so the profiler never samples itself and takes
+ * nothing from the program's heaps. Locks: prof_lock guards the stack and
+ * sample tables (held for table updates only, never across a stack walk, a
+ * file or a loader call); dump_lock lets one dump run at a time (taken
+ * before prof_lock when both are). Neither is held across a call that
+ * allocates. */
+#include "profile.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "background.h"
+#include "counters.h"
+#include "options.h"
+#include "platform.h"
+#include "report.h"
+#include "stackwalk.h"
+
+#define PROF_FRAMES 64
+#define PROF_RATE_MIN 1024
+#define PROF_POLL_MS 100 /* a signal's dump waits at most this for the background thread */
+#define PROF_PATH_MAX 4096
+#define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
+#define PROF_CHUNK ((size_t)1 << 20)
+#define PROF_OUT_BYTES ((size_t)64 << 10)
+#define PROF_LEAK_STACKS 20
+
+_Atomic(int) brisk_prof_active;
+
+typedef struct prof_stack_s {
+  struct prof_stack_s *hash_next;
+  struct prof_stack_s *all_next;
+  uint64_t hash;
+  double live_n, live_b, alloc_n, alloc_b; /* scaled back from the samples */
+  uint32_t depth;
+  uint32_t live_samples;
+  uintptr_t pc[];
+} prof_stack_t;
+
+typedef struct prof_sample_s {
+  uintptr_t addr; /* the block; 0: a free entry */
+  prof_stack_t *stack;
+  prof_heap_t *heap;
+  double weight; /* 1 / (probability that a block of its size is sampled) */
+  double bytes;  /* requested bytes * weight */
+  uint32_t next_free;
+  uint32_t pad_;
+} prof_sample_t;
+
+static brisk_lock_t prof_lock = BRISK_LOCK_INIT;
+static brisk_lock_t dump_lock = BRISK_LOCK_INIT;
+
+/* Settings: written at start-up (prof_init) before other threads exist. */
+static double rate = 524288.0;
+static uint64_t interval;
+static int signo;
+static bool leaks;
+static bool env_read;
+
+/* Under dump_lock. */
+static char prefix[PROF_PREFIX_MAX];
+static bool have_prefix;
+static uint64_t dump_seq;
+static char *out_buf;
+
+static _Atomic(int) dump_requested;
+static _Atomic(int) signal_installed;
+
+/* Under prof_lock. */
+static uint8_t *arena_next;
+static size_t arena_left;
+static prof_stack_t **buckets;
+static size_t bucket_count;
+static size_t stack_count;
+static prof_stack_t *stacks_all;
+static prof_sample_t *samples;
+static uint32_t sample_cap;   /* entries mapped */
+static uint32_t sample_top;   /* entries ever used (0 is never used) */
+static uint32_t sample_free;  /* free list head; 0: none */
+static uint64_t live_samples;
+static double live_bytes;      /* scaled: the in-use estimate */
+static double next_interval_at;
+
+/* ---------------------------------------------------------------------------
+ * Arithmetic: libbrisk.so links only the C library, so no libm.
+ * ------------------------------------------------------------------------- */
+#define LN2 0.6931471805599453
+
+/* ln(x) for x > 0 (normal): x = m 2^e, ln m = 2 atanh((m-1)/(m+1)). */
+static double prof_ln(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof(bits));
+  int e = (int)((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &bits, sizeof(m));
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e++;
+  }
+  double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
+  for (int k = 1; k < 30; k += 2) {
+    sum += term / k;
+    term *= z2;
+  }
+  return 2 * sum + e * LN2;
+}
+
+/* exp(-x) for x >= 0. */
+static double prof_exp_neg(double x) {
+  if (x > 700) return 0;
+  int k = (int)(x / LN2);
+  double r = x - k * LN2, term = 1, sum = 1;
+  for (int i = 1; i < 20; i++) {
+    term *= -r / i;
+    sum += term;
+  }
+  uint64_t bits = (uint64_t)(1023 - k) << 52; /* 2^-k, k < 1010 */
+  double scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return sum * scale;
+}
+
+/* The probability that a block of `bytes` holds at least one sampled
+ * byte: 1 - exp(-bytes / rate), without cancellation for small blocks. */
+static double sample_probability(double bytes) {
+  double x = bytes / rate;
+  if (x >= 0.5) return 1 - prof_exp_neg(x);
+  double term = x, sum = 0;
+  for (int n = 1; n < 20; n++) {
+    sum += term;
+    term *= -x / (n + 1);
+  }
+  return sum;
+}
+
+static uint64_t next_random(prof_heap_t *ph) {
+  uint64_t z = (ph->rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int64_t prof_draw(prof_heap_t *ph) {
+  double u = (double)((next_random(ph) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+  double x = -prof_ln(u) * rate;
+  if (x > 4e18) x = 4e18;
+  return (int64_t)x + 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Memory from the platform layer.
+ * ------------------------------------------------------------------------- */
+static void *prof_map(size_t size) {
+  void *p;
+  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  if (os_map_aligned(size, OS_PAGE_BYTES, &p) != 0) return NULL;
+  return p;
+}
+
+static void prof_unmap(void *p, size_t size) {
+  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  os_unmap(p, size);
+  STAT_LEVEL(mapped_bytes, -(int64_t)size);
+}
+
+/* Bump allocation for records that live as long as the process (stacks,
+ * heap states); under prof_lock. */
+static void *arena_take(size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  if (arena_left < size) {
+    size_t chunk = size > PROF_CHUNK ? size : PROF_CHUNK;
+    uint8_t *p = prof_map(chunk);
+    if (p == NULL) return NULL;
+    arena_next = p;
+    arena_left = chunk;
+  }
+  void *r = arena_next;
+  arena_next += size;
+  arena_left -= size;
+  return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Countdowns and cut lists (the owner of the heap).
+ * ------------------------------------------------------------------------- */
+prof_heap_t *prof_heap_state(heap_t *h) {
+  prof_heap_t *ph = h->prof;
+  if (BRISK_UNLIKELY(ph == NULL)) {
+    lock_acquire(&prof_lock);
+    ph = arena_take(sizeof(prof_heap_t));
+    lock_release(&prof_lock);
+    if (ph == NULL) return NULL;
+    ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
+    for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
+    h->prof = ph;
+  }
+  if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
+  return ph;
+}
+
+/* The fast path's own test: a head it would pop. */
+static inline bool in_page(const page_t *pg, const block_t *b) {
+  return (uintptr_t)b - (uintptr_t)pg->start < pg->area;
+}
+
+void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
+  block_t *b = pg->free;
+  if (!in_page(pg, b)) return; /* nothing to hand out (or a broken link: reported later) */
+  block_t *end = page_list_end(pg), *cut = page_list_cut(pg);
+  int64_t size = (int64_t)class_size(c), left = ph->left[c];
+  /* Allocations of this class before the one whose bytes reach the count. */
+  uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
+  uint64_t n = 0;
+  block_t *rest;
+  if (allow == 0) {
+    rest = b;
+    pg->free = cut;
+  } else {
+    n = 1;
+    for (block_t *next; n < allow && in_page(pg, next = block_next(b)); n++) b = next;
+    rest = block_next(b);
+    if (rest != end && !in_page(pg, rest)) { /* a broken link: the fast path reports it */
+      ph->left[c] = left - (int64_t)n * size;
+      return;
+    }
+    block_set_next(b, cut);
+  }
+  if (rest != end) {
+    /* The rest waits on the local list, which the slow path takes next. */
+    if (pg->local_free != end) {
+      block_t *tail = rest;
+      for (block_t *next; in_page(pg, next = block_next(tail));) tail = next;
+      block_set_next(tail, pg->local_free);
+    }
+    pg->local_free = rest;
+  }
+  ph->left[c] = left - (int64_t)n * size;
+}
+
+/* ---------------------------------------------------------------------------
+ * The record: stacks and sampled blocks, under prof_lock.
+ * ------------------------------------------------------------------------- */
+static uint64_t stack_hash(const uintptr_t *pcs, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h ^= pcs[i];
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+static bool buckets_grow(void) {
+  size_t count = bucket_count ? bucket_count * 2 : 4096;
+  prof_stack_t **nb = prof_map(count * sizeof(*nb));
+  if (nb == NULL) return false;
+  for (prof_stack_t *s = stacks_all; s; s = s->all_next) {
+    size_t i = s->hash & (count - 1);
+    s->hash_next = nb[i];
+    nb[i] = s;
+  }
+  if (buckets) prof_unmap(buckets, bucket_count * sizeof(*buckets));
+  buckets = nb;
+  bucket_count = count;
+  return true;
+}
+
+static prof_stack_t *stack_find(const uintptr_t *pcs, size_t n) {
+  uint64_t h = stack_hash(pcs, n);
+  if (bucket_count > 0) {
+    for (prof_stack_t *s = buckets[h & (bucket_count - 1)]; s; s = s->hash_next)
+      if (s->hash == h && s->depth == n && memcmp(s->pc, pcs, n * sizeof(*pcs)) == 0) return s;
+  }
+  if (stack_count >= bucket_count && !buckets_grow() && bucket_count == 0) return NULL;
+  prof_stack_t *s = arena_take(sizeof(*s) + n * sizeof(uintptr_t));
+  if (s == NULL) return NULL;
+  memset(s, 0, sizeof(*s));
+  s->hash = h;
+  s->depth = (uint32_t)n;
+  memcpy(s->pc, pcs, n * sizeof(*pcs));
+  size_t i = h & (bucket_count - 1);
+  s->hash_next = buckets[i];
+  buckets[i] = s;
+  s->all_next = stacks_all;
+  stacks_all = s;
+  stack_count++;
+  return s;
+}
+
+static uint32_t sample_take(void) {
+  if (sample_free != 0) {
+    uint32_t i = sample_free;
+    sample_free = samples[i].next_free;
+    return i;
+  }
+  if (sample_top + 1 >= sample_cap) {
+    if (sample_cap >= (1u << 30)) return 0;
+    uint32_t cap = sample_cap ? sample_cap * 2 : 4096;
+    prof_sample_t *ns = prof_map((size_t)cap * sizeof(*ns));
+    if (ns == NULL) return 0;
+    if (samples) {
+      memcpy(ns, samples, (size_t)sample_top * sizeof(*ns));
+      prof_unmap(samples, (size_t)sample_cap * sizeof(*samples));
+    }
+    samples = ns;
+    sample_cap = cap;
+    if (sample_top == 0) sample_top = 1; /* 0 means "no record" */
+  }
+  return sample_top++;
+}
+
+static void sample_drop(uint32_t i) {
+  prof_sample_t *e = &samples[i];
+  prof_stack_t *s = e->stack;
+  s->live_n -= e->weight;
+  s->live_b -= e->bytes;
+  s->live_samples--;
+  if (s->live_samples == 0) s->live_n = s->live_b = 0; /* no rounding residue */
+  live_bytes -= e->bytes;
+  live_samples--;
+  if (live_samples == 0) live_bytes = 0;
+  e->heap->live--;
+  e->addr = 0;
+  e->next_free = sample_free;
+  sample_free = i;
+}
+
+void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
+  prof_heap_t *ph = h->prof;
+  uintptr_t pcs[PROF_FRAMES];
+  ph->busy = 1;
+  size_t n = unwind_backtrace(pcs, PROF_FRAMES);
+  ph->busy = 0;
+  double weight = 1.0 / sample_probability((double)sampled);
+  double bytes = (double)requested * weight;
+  bool dump = false;
+  lock_acquire(&prof_lock);
+  prof_stack_t *s = stack_find(pcs, n);
+  uint32_t i = s ? sample_take() : 0;
+  if (i != 0) {
+    prof_sample_t *e = &samples[i];
+    e->addr = (uintptr_t)pg->start;
+    e->stack = s;
+    e->heap = ph;
+    e->weight = weight;
+    e->bytes = bytes;
+    s->alloc_n += weight;
+    s->alloc_b += bytes;
+    s->live_n += weight;
+    s->live_b += bytes;
+    s->live_samples++;
+    ph->live++;
+    live_samples++;
+    live_bytes += bytes;
+    if (interval != 0 && live_bytes >= next_interval_at) {
+      next_interval_at = live_bytes + (double)interval;
+      dump = true;
+    }
+    pg->prof_slot = i;
+  }
+  lock_release(&prof_lock);
+  if (dump) {
+    atomic_store_relaxed(&dump_requested, 1);
+    background_schedule(os_now_ms(), true);
+  }
+}
+
+void prof_forget(page_t *pg) {
+  uint32_t i = pg->prof_slot;
+  pg->prof_slot = 0;
+  lock_acquire(&prof_lock);
+  /* A stale slot (its block went with a destroyed heap) names another
+   * block or none. */
+  if (i < sample_top && samples[i].addr == (uintptr_t)pg->start) sample_drop(i);
+  lock_release(&prof_lock);
+}
+
+void prof_forget_heap(heap_t *h) {
+  prof_heap_t *ph = h->prof;
+  if (ph == NULL) return;
+  lock_acquire(&prof_lock);
+  for (uint32_t i = 1; ph->live > 0 && i < sample_top; i++)
+    if (samples[i].addr != 0 && samples[i].heap == ph) sample_drop(i);
+  lock_release(&prof_lock);
+}
+
+/* ---------------------------------------------------------------------------
+ * Output: a buffered writer on a file or stderr (no stdio: it allocates).
+ * ------------------------------------------------------------------------- */
+typedef struct writer_s {
+  int fd; /* -1: stderr */
+  int err;
+  size_t len;
+  char *buf;
+} writer_t;
+
+static void w_flush(writer_t *w) {
+  if (w->len == 0) return;
+  if (w->fd < 0) os_write_stderr(w->buf, w->len);
+  else if (w->err == 0) w->err = os_file_write(w->fd, w->buf, w->len);
+  w->len = 0;
+}
+
+static void w_mem(writer_t *w, const char *s, size_t n) {
+  while (n > 0) {
+    if (w->len == PROF_OUT_BYTES) w_flush(w);
+    size_t k = PROF_OUT_BYTES - w->len < n ? PROF_OUT_BYTES - w->len : n;
+    memcpy(w->buf + w->len, s, k);
+    w->len += k;
+    s += k;
+    n -= k;
+  }
+}
+
+static void w_str(writer_t *w, const char *s) { w_mem(w, s, strlen(s)); }
+
+static void w_num(writer_t *w, uint64_t v, unsigned base) {
+  char tmp[24];
+  int n = 0;
+  do {
+    unsigned d = (unsigned)(v % base);
+    tmp[n++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+    v /= base;
+  } while (v);
+  char out[24];
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  w_mem(w, out, (size_t)n);
+}
+
+static void w_u64(writer_t *w, uint64_t v) { w_num(w, v, 10); }
+static void w_hex(writer_t *w, uint64_t v) {
+  w_str(w, "0x");
+  w_num(w, v, 16);
+}
+
+/* A frame as the collapsed file names it: its symbol, or its address for
+ * scripts/brisk-flame.py to look up. */
+static void w_frame(writer_t *w, uintptr_t pc) {
+  const char *name, *object;
+  uintptr_t off, obj_off;
+  unwind_symbol(pc, &name, &off, &object, &obj_off);
+  if (name != NULL && name[0] != '\0') {
+    /* ';' separates frames and ' ' ends the stack: never inside a name */
+    for (const char *p = name; *p; p++) w_mem(w, (*p == ';' || *p == ' ') ? "_" : p, 1);
+  } else {
+    w_hex(w, pc);
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Dumps, under dump_lock.
+ * ------------------------------------------------------------------------- */
+typedef struct snap_s {
+  const prof_stack_t *stack;
+  uint64_t live_n, live_b, alloc_n, alloc_b, samples;
+} snap_t;
+
+static snap_t *snap;
+static size_t snap_cap;
+
+static uint64_t rounded(double v) { return v <= 0.5 ? 0 : (uint64_t)(v + 0.5); }
+
+static bool snap_before(const snap_t *a, const snap_t *b) {
+  if (a->live_b != b->live_b) return a->live_b > b->live_b;
+  return a->alloc_b > b->alloc_b;
+}
+
+static void snap_sift(snap_t *v, size_t i, size_t n) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && snap_before(&v[m], &v[l])) m = l;
+    if (l + 1 < n && snap_before(&v[m], &v[l + 1])) m = l + 1;
+    if (m == i) return;
+    snap_t t = v[i];
+    v[i] = v[m];
+    v[m] = t;
+    i = m;
+  }
+}
+
+/* Largest in-use bytes first (heap sort: no allocation, no recursion). */
+static void snap_sort(snap_t *v, size_t n) {
+  for (size_t i = n / 2; i-- > 0;) snap_sift(v, i, n);
+  for (size_t end = n; end-- > 1;) {
+    snap_t t = v[0];
+    v[0] = v[end];
+    v[end] = t;
+    snap_sift(v, 0, end);
+  }
+  for (size_t i = 0; i < n / 2; i++) { /* the heap sort leaves it smallest first */
+    snap_t t = v[i];
+    v[i] = v[n - 1 - i];
+    v[n - 1 - i] = t;
+  }
+}
+
+/* The counts of every stack at one instant; false when out of memory. */
+static bool snapshot(size_t *count) {
+  lock_acquire(&prof_lock);
+  size_t n = stack_count;
+  if (n > snap_cap) {
+    lock_release(&prof_lock);
+    size_t cap = snap_cap ? snap_cap : 1024;
+    while (cap < n + 64) cap *= 2;
+    snap_t *ns = prof_map(cap * sizeof(*ns));
+    if (ns == NULL) return false;
+    if (snap) prof_unmap(snap, snap_cap * sizeof(*snap));
+    snap = ns;
+    snap_cap = cap;
+    lock_acquire(&prof_lock);
+  }
+  size_t k = 0;
+  for (prof_stack_t *s = stacks_all; s && k < snap_cap; s = s->all_next) {
+    snap_t *e = &snap[k];
+    e->stack = s;
+    e->live_n = rounded(s->live_n);
+    e->live_b = rounded(s->live_b);
+    e->alloc_n = rounded(s->alloc_n);
+    e->alloc_b = rounded(s->alloc_b);
+    e->samples = s->live_samples;
+    if (e->alloc_n == 0 && e->alloc_b == 0) continue;
+    if (e->live_b == 0) e->live_n = 0;
+    if (e->live_n == 0) e->live_b = 0;
+    k++;
+  }
+  lock_release(&prof_lock);
+  snap_sort(snap, k);
+  *count = k;
+  return true;
+}
+
+static bool out_ready(void) {
+  if (out_buf == NULL) out_buf = prof_map(PROF_OUT_BYTES);
+  return out_buf != NULL;
+}
+
+/* The legacy heap profile that pprof (google-pprof) and jeprof read:
+ *   heap profile: <in-use objects>: <in-use bytes> [<allocated objects>: <allocated bytes>] @ heapprofile
+ *   <objects>: <bytes> [<objects>: <bytes>] @ <return addresses, innermost first>
+ *   MAPPED_LIBRARIES:
+ *   <the process's /proc/self/maps>
+ * The counts are already scaled back from the samples ("heapprofile": the
+ * reader adjusts nothing): a sampled block of b bytes counts for 1/p
+ * blocks and r/p bytes, r the bytes asked for and p = 1 - exp(-b / RATE)
+ * the probability that a block of b bytes holds a sampled byte. */
+static int write_heap(int fd, size_t n) {
+  writer_t w = {fd, 0, 0, out_buf};
+  uint64_t t[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    t[0] += snap[i].live_n;
+    t[1] += snap[i].live_b;
+    t[2] += snap[i].alloc_n;
+    t[3] += snap[i].alloc_b;
+  }
+  w_str(&w, "heap profile: ");
+  w_u64(&w, t[0]);
+  w_str(&w, ": ");
+  w_u64(&w, t[1]);
+  w_str(&w, " [ ");
+  w_u64(&w, t[2]);
+  w_str(&w, ": ");
+  w_u64(&w, t[3]);
+  w_str(&w, "] @ heapprofile\n");
+  for (size_t i = 0; i < n; i++) {
+    const snap_t *e = &snap[i];
+    w_u64(&w, e->live_n);
+    w_str(&w, ": ");
+    w_u64(&w, e->live_b);
+    w_str(&w, " [");
+    w_u64(&w, e->alloc_n);
+    w_str(&w, ": ");
+    w_u64(&w, e->alloc_b);
+    w_str(&w, "] @");
+    for (uint32_t f = 0; f < e->stack->depth; f++) {
+      w_str(&w, " ");
+      /* Return addresses: the readers step back into the call for every
+       * frame but the first, which is done here. */
+      w_hex(&w, e->stack->pc[f] - (f == 0));
+    }
+    w_str(&w, "\n");
+  }
+  w_str(&w, "\nMAPPED_LIBRARIES:\n");
+  w_flush(&w);
+  if (w.err == 0) w.err = os_file_copy("/proc/self/maps", fd);
+  return w.err;
+}
+
+/* Collapsed stacks for flame graphs: "outermost;...;innermost <in-use
+ * bytes>", one line per stack that holds memory. */
+static int write_collapsed(int fd, size_t n) {
+  writer_t w = {fd, 0, 0, out_buf};
+  for (size_t i = 0; i < n; i++) {
+    const snap_t *e = &snap[i];
+    if (e->live_b == 0) continue;
+    for (uint32_t f = e->stack->depth; f-- > 0;) {
+      w_frame(&w, e->stack->pc[f] - 1);
+      if (f > 0) w_str(&w, ";");
+    }
+    if (e->stack->depth == 0) w_str(&w, "[unknown]");
+    w_str(&w, " ");
+    w_u64(&w, e->live_b);
+    w_str(&w, "\n");
+  }
+  w_flush(&w);
+  return w.err;
+}
+
+static int write_file(const char *path, int (*write)(int, size_t), size_t n) {
+  int fd, err = os_file_create(path, &fd);
+  if (err == 0) {
+    err = write(fd, n);
+    os_file_close(fd);
+  }
+  if (err != 0) report_warning("heap profile: cannot write %s (errno %d)", path, err);
+  return err;
+}
+
+/* The heap profile at `path` and its collapsed stacks beside it (path
+ * ending in .heap: .collapsed instead; otherwise path.collapsed). */
+static int dump_to(const char *path) {
+  size_t n;
+  if (!out_ready() || !snapshot(&n)) {
+    report_warning("heap profile: no memory for the dump of %s", path);
+    return ENOMEM;
+  }
+  char other[PROF_PATH_MAX + 16];
+  size_t len = strlen(path);
+  if (len >= PROF_PATH_MAX) return ENAMETOOLONG;
+  memcpy(other, path, len + 1);
+  if (len > 5 && strcmp(path + len - 5, ".heap") == 0) len -= 5;
+  memcpy(other + len, ".collapsed", sizeof(".collapsed"));
+  int err = write_file(path, write_heap, n);
+  int err2 = write_file(other, write_collapsed, n);
+  return err ? err : err2;
+}
+
+/* <prefix>.<pid>.<seq>.heap */
+static int dump_next(void) {
+  if (!have_prefix) return EINVAL;
+  char path[PROF_PATH_MAX];
+  format_string(path, sizeof(path), "%s.%d.%zu.heap", prefix, os_pid(), (size_t)dump_seq++);
+  return dump_to(path);
+}
+
+/* A dump asked for by a signal or the interval, if no other is running. */
+static void dump_if_asked(void) {
+  if (!lock_try_acquire(&dump_lock)) return;
+  if (atomic_exchange_explicit(&dump_requested, 0, memory_order_relaxed)) dump_next();
+  lock_release(&dump_lock);
+}
+
+uint64_t prof_background(uint64_t now) {
+  if (atomic_load_relaxed(&dump_requested)) dump_if_asked();
+  if ((signo != 0 && prof_active()) || atomic_load_relaxed(&dump_requested))
+    return now + PROF_POLL_MS;
+  return 0;
+}
+
+void prof_poll(void) {
+  if (BRISK_UNLIKELY(atomic_load_relaxed(&dump_requested)) && !background_running())
+    dump_if_asked();
+}
+
+/* ---------------------------------------------------------------------------
+ * The leak report: sampled blocks still live at exit, by stack.
+ * ------------------------------------------------------------------------- */
+static void leak_frame(writer_t *w, unsigned i, uintptr_t pc) {
+  const char *name, *object;
+  uintptr_t off, obj_off;
+  unwind_symbol(pc - 1, &name, &off, &object, &obj_off);
+  w_str(w, "brisk:     #");
+  w_u64(w, i);
+  w_str(w, " ");
+  w_hex(w, pc);
+  if (name != NULL) {
+    w_str(w, " ");
+    w_str(w, name);
+    w_str(w, "+");
+    w_hex(w, off + 1);
+  }
+  if (object != NULL) {
+    w_str(w, " (");
+    w_str(w, object);
+    w_str(w, "+");
+    w_hex(w, obj_off + 1);
+    w_str(w, ")");
+  }
+  w_str(w, "\n");
+}
+
+static void leak_report(void) {
+  size_t n;
+  if (!out_ready() || !snapshot(&n)) return;
+  writer_t w = {-1, 0, 0, out_buf};
+  uint64_t bytes = 0, blocks = 0, stacks = 0, sampled = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (snap[i].live_b == 0) continue;
+    stacks++;
+    bytes += snap[i].live_b;
+    blocks += snap[i].live_n;
+    sampled += snap[i].samples;
+  }
+  w_str(&w, "brisk: leak report: about ");
+  w_u64(&w, bytes);
+  w_str(&w, " bytes in ");
+  w_u64(&w, blocks);
+  w_str(&w, " blocks still live at exit, from ");
+  w_u64(&w, stacks);
+  w_str(&w, " stacks (");
+  w_u64(&w, sampled);
+  w_str(&w, " sampled blocks; one sampled byte per ");
+  w_u64(&w, (uint64_t)rate);
+  w_str(&w, " allocated, on average)\n");
+  size_t shown = 0;
+  for (size_t i = 0; i < n && shown < PROF_LEAK_STACKS; i++) {
+    const snap_t *e = &snap[i];
+    if (e->live_b == 0) continue;
+    shown++;
+    w_str(&w, "brisk: leak: about ");
+    w_u64(&w, e->live_b);
+    w_str(&w, " bytes in ");
+    w_u64(&w, e->live_n);
+    w_str(&w, " blocks (");
+    w_u64(&w, e->samples);
+    w_str(&w, e->samples == 1 ? " sample) allocated at:\n" : " samples) allocated at:\n");
+    for (uint32_t f = 0; f < e->stack->depth; f++) leak_frame(&w, f, e->stack->pc[f]);
+    w_flush(&w);
+  }
+  if (stacks > shown) {
+    w_str(&w, "brisk: leak: ");
+    w_u64(&w, stacks - shown);
+    w_str(&w, " smaller stacks not shown\n");
+  }
+  w_flush(&w);
+}
+
+/* ---------------------------------------------------------------------------
+ * Start, stop, the API and the process's life.
+ * ------------------------------------------------------------------------- */
+static void on_signal(int sig) {
+  (void)sig;
+  atomic_store_explicit(&dump_requested, 1, memory_order_relaxed); /* the whole handler */
+}
+
+static void sampling_on(void) {
+  if (signo != 0) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&signal_installed, &expected, 1)) {
+      int err = os_signal_handler(signo, on_signal);
+      if (err != 0) report_warning("heap profile: cannot handle signal %d (errno %d)", signo, err);
+    }
+  }
+  atomic_store_relaxed(&brisk_prof_active, 1);
+  /* A signal's dump is written by the background thread: it looks every
+   * PROF_POLL_MS while sampling is on (or by the next sampled slow path). */
+  if (signo != 0) background_schedule(os_now_ms() + PROF_POLL_MS, true);
+}
+
+/* The value of BRISK_PROFILE, read without allocating. */
+static const char *env_prefix(char **env) {
+  for (; *env; env++)
+    if (strncmp(*env, "BRISK_PROFILE=", 14) == 0) return *env + 14;
+  return NULL;
+}
+
+void prof_init(void) {
+  if (env_read) return;
+  char **env = os_environ();
+  if (env == NULL) return; /* too early: brisk's constructor calls again */
+  env_read = true;
+  if (brisk_options.profile_rate < PROF_RATE_MIN) {
+    report_warning("bad value for option BRISK_PROFILE_RATE: %lld (the least is %d; kept the "
+                   "default, 524288)",
+                   (long long)brisk_options.profile_rate, PROF_RATE_MIN);
+    brisk_options.profile_rate = 524288;
+  }
+  rate = (double)brisk_options.profile_rate;
+  interval = brisk_options.profile_interval > 0 ? (uint64_t)brisk_options.profile_interval : 0;
+  next_interval_at = (double)interval;
+  signo = (int)brisk_options.profile_signal;
+  leaks = brisk_options.profile_leaks != 0;
+  const char *p = env_prefix(env);
+  if (p != NULL && p[0] != '\0') {
+    size_t len = strlen(p);
+    if (len >= PROF_PREFIX_MAX) {
+      report_warning("bad value for option BRISK_PROFILE: a prefix of %zu bytes (at most %d)", len,
+                     PROF_PREFIX_MAX - 1);
+    } else {
+      memcpy(prefix, p, len + 1);
+      have_prefix = true;
+    }
+  }
+  if (leaks) os_keep_stderr();
+  if (have_prefix || leaks) sampling_on();
+}
+
+int prof_start(const char *path_prefix) {
+  if (path_prefix == NULL || path_prefix[0] == '\0') {
+    report_error("brisk_profile_start(%s): the dumps need a path prefix",
+                 path_prefix == NULL ? "NULL" : "\"\"");
+    return EINVAL;
+  }
+  size_t len = strlen(path_prefix);
+  if (len >= PROF_PREFIX_MAX) {
+    report_error("brisk_profile_start(): a prefix of %zu bytes is too long (at most %d)", len,
+                 PROF_PREFIX_MAX - 1);
+    return ENAMETOOLONG;
+  }
+  lock_acquire(&dump_lock);
+  memcpy(prefix, path_prefix, len + 1);
+  have_prefix = true;
+  lock_release(&dump_lock);
+  sampling_on();
+  return 0;
+}
+
+void prof_stop(void) { atomic_store_relaxed(&brisk_prof_active, 0); }
+
+int prof_dump(const char *path) {
+  if (path != NULL && path[0] == '\0') {
+    report_error("brisk_profile_dump(\"\"): an empty path");
+    return EINVAL;
+  }
+  if (path != NULL && strlen(path) >= PROF_PATH_MAX - 16) {
+    report_error("brisk_profile_dump(): a path of %zu bytes is too long", strlen(path));
+    return ENAMETOOLONG;
+  }
+  lock_acquire(&dump_lock);
+  int err;
+  if (path != NULL) {
+    err = dump_to(path);
+  } else if (have_prefix) {
+    err = dump_next();
+  } else {
+    report_error("brisk_profile_dump(NULL): no path, and no prefix from BRISK_PROFILE or "
+                 "brisk_profile_start");
+    err = EINVAL;
+  }
+  lock_release(&dump_lock);
+  return err;
+}
+
+void prof_at_exit(void) {
+  if (!prof_active() && !leaks) return;
+  lock_acquire(&dump_lock);
+  if (prof_active() && have_prefix) dump_next();
+  if (leaks) leak_report();
+  lock_release(&dump_lock);
+}
+
+void prof_fork_prepare(void) {
+  lock_acquire(&dump_lock);
+  lock_acquire(&prof_lock);
+}
+
+void prof_fork_parent(void) {
+  lock_release(&prof_lock);
+  lock_release(&dump_lock);
+}
+
+void prof_fork_child(void) {
+  lock_reset(&prof_lock);
+  lock_reset(&dump_lock);
+  /* The child's dumps are its own: its pid names them, numbered from 0.
+   * The blocks the parent had sampled are in the child's memory too. */
+  dump_seq = 0;
+  atomic_store_relaxed(&dump_requested, 0);
+  if (signo != 0 && prof_active()) background_schedule(os_now_ms() + PROF_POLL_MS, true);
+}
