@@ -25,6 +25,8 @@ static const char *const fn_names[FN_COUNT] = {
     [FN_DELETE_ARRAY] = "operator delete[]",
     [FN_DELETE_SIZED] = "operator delete",
     [FN_DELETE_ARRAY_SIZED] = "operator delete[]",
+    [FN_BRISK_EXPAND] = "brisk_expand",
+    [FN_BRISK_REZALLOC] = "brisk_rezalloc",
 };
 
 const char *fn_name(brisk_fn_t fn) { return fn < FN_COUNT ? fn_names[fn] : "free"; }

@@ -894,7 +894,7 @@ static void test_errno_and_mixing(void) {
     for (int i = 0; i < M; i++) free(many[i]);
     CHECK(errno == EDOM, "a burst of %d frees changed errno to %d", M, errno);
     errno = EDOM;
-    brisk_collect();
+    brisk_collect(true);
     void *big = malloc(8u << 20);
     free(big);
     CHECK(errno == EDOM, "free after brisk_collect changed errno to %d", errno);
@@ -1146,8 +1146,8 @@ static void test_version_stats(void) {
   for (int i = 0; i < 100; i += 2) { free(keep[i]); keep[i] = NULL; }
   void *big = malloc(30u << 20);
   free(big);
-  brisk_collect();
-  brisk_collect();
+  brisk_collect(true);
+  brisk_collect(true);
   for (int i = 1; i < 100; i += 2)
     CHECK(check_byte(keep[i], (size_t)i * 100 + 1, (unsigned char)i) == (size_t)-1,
           "a live block of %d bytes changed across brisk_collect", i * 100 + 1);
@@ -1163,7 +1163,7 @@ static void test_version_stats(void) {
   CHECK(big && check_byte(big, 30u << 20, 0) == (size_t)-1, "calloc(30 MiB) after collect not zero");
   free(big);
   for (int i = 0; i < 100; i++) free(keep[i]);
-  brisk_collect();
+  brisk_collect(true);
   void *after = malloc(48);
   CHECK(after != NULL && brisk_owns(after), "malloc after the last brisk_collect failed");
   free(after);
