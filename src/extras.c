@@ -192,12 +192,9 @@ BRISK_EXPORT int mallopt(int param, int value) {
       /* bit 1: abort on a bad free (BRISK_ON_ERROR=abort); brisk always
        * reports the error first and cannot ignore it silently. */
       return settings_apply(OPTION_on_error, (value & 2) ? ON_ERROR_ABORT : ON_ERROR_REPORT) == 0;
-    case M_MMAP_THRESHOLD:
-      /* brisk's is fixed (blocks above 2 MiB get a mapping); the range is
-       * glibc's (up to 32 MiB on 64-bit systems). */
-      return value >= 0 && value <= (32 << 20);
     case M_MXFAST:
       return value >= 0 && (size_t)value <= 80 * sizeof(size_t) / 4; /* no fastbins */
+    case M_MMAP_THRESHOLD: /* brisk's is fixed: blocks above 2 MiB get a mapping */
     case M_TOP_PAD:     /* no top of heap to pad */
     case M_MMAP_MAX:    /* huge blocks always get a mapping */
     case M_PERTURB:     /* the hardened build fills freed blocks itself */
