@@ -10,7 +10,11 @@
  * says). brisk is recognised by its symbols (dlsym). Checks, with brisk:
  *   - malloc_trim(0) after freeing a burst of 96 MiB (small, large and huge
  *     blocks) returns 1 and RSS (/proc/self/statm) falls to within 8 MiB of
- *     where it was before the burst; at once again, it returns 0;
+ *     where it was before the burst; at once again, it returns 0; the
+ *     memory other threads freed goes too: that of a thread that is alive
+ *     (its heap keeps a block in each segment, so what it freed are free
+ *     slices of its heap) and that of a thread that has exited (its heap
+ *     abandoned), each 36 MiB, within the purge delay;
  *   - mallinfo2: uordblks rises by what 20000 blocks of 1000 B take (their
  *     1024-byte class, within 10% and 2 MiB) and falls back when they are
  *     freed; large blocks count there too; a huge block counts in hblks
@@ -38,6 +42,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,6 +174,63 @@ static void test_trim(void) {
     /* pad is ignored: brisk has no top of heap */
     free(used(malloc(opaque(300000))));
     CHECK(malloc_trim(opaque(1u << 30)) == 1, "malloc_trim(1 GiB) after a freed large block did not return 1");
+  }
+  section_end();
+}
+
+/* A thread's burst of large blocks (3 slices each), one in 20 kept: what
+ * it freed stays in its heap's segments as free slices. */
+enum { TB = 200, TSIZE = 3 * 65536 - 4096 };
+typedef struct {
+  void *blocks[TB];
+  pthread_barrier_t bar;
+  int stay; /* wait at the barrier before freeing the rest and exiting */
+} burst_t;
+
+static void *burst_thread(void *arg) {
+  burst_t *b = arg;
+  for (int i = 0; i < TB; i++) b->blocks[i] = used(malloc(opaque(TSIZE)));
+  for (int i = 0; i < TB; i++)
+    if (b->blocks[i]) memset(b->blocks[i], 7, TSIZE);
+  for (int i = 0; i < TB; i++)
+    if (i % 20 != 0) { free(b->blocks[i]); b->blocks[i] = NULL; }
+  if (b->stay) {
+    pthread_barrier_wait(&b->bar); /* freed */
+    pthread_barrier_wait(&b->bar); /* trimmed */
+  }
+  return NULL;
+}
+
+static void test_trim_other_threads(void) {
+  section("malloc_trim: other threads");
+  for (int stay = 1; stay >= 0; stay--) {
+    static burst_t b;
+    memset(b.blocks, 0, sizeof b.blocks);
+    b.stay = stay;
+    pthread_barrier_init(&b.bar, NULL, 2);
+    long before = rss_bytes();
+    pthread_t t;
+    pthread_create(&t, NULL, burst_thread, &b);
+    if (stay) pthread_barrier_wait(&b.bar);
+    else pthread_join(t, NULL);
+    long freed = rss_bytes();
+    int r = malloc_trim(0);
+    long after = rss_bytes();
+    printf("[extras]   a thread that %s: RSS %ld MiB, %ld MiB with its freed blocks, %ld MiB after malloc_trim(0) = %d\n",
+           stay ? "is alive" : "has exited", before >> 20, freed >> 20, after >> 20, r);
+    CHECK(freed > before + (long)(30 * MIB), "test premise: RSS %ld MiB with the thread's freed blocks, %ld before",
+          freed >> 20, before >> 20);
+    if (g_brisk) {
+      CHECK(r == 1, "malloc_trim(0) returned %d", r);
+      CHECK(after < freed - (long)(30 * MIB), "a thread that %s: RSS %ld MiB after malloc_trim(0), %ld MiB before",
+            stay ? "is alive" : "has exited", after >> 20, freed >> 20);
+    }
+    if (stay) {
+      pthread_barrier_wait(&b.bar);
+      pthread_join(t, NULL);
+    }
+    for (int i = 0; i < TB; i++) free(b.blocks[i]);
+    pthread_barrier_destroy(&b.bar);
   }
   section_end();
 }
@@ -401,6 +463,7 @@ int main(int argc, char **argv) {
   if (argc == 3) return dump(argv[1], argv[2]);
   printf("[extras] the allocator's extras are %s\n", g_brisk ? "brisk's" : "glibc's (brisk not loaded)");
   test_trim();
+  test_trim_other_threads();
   test_mallinfo();
   test_malloc_info();
   test_malloc_stats();

@@ -33,7 +33,7 @@ ok()  { echo "[preload] $1: ok"; }
 bad() { echo "[preload] $1: FAILED: $2"; fails=$((fails + 1)); }
 
 prog=$tmp/extras
-if ! gcc -O2 -Wall -Wextra -o "$prog" "$src/tests/test_glibc_extras.c" -ldl >"$tmp/cc.log" 2>&1; then
+if ! gcc -O2 -Wall -Wextra -o "$prog" "$src/tests/test_glibc_extras.c" -ldl -pthread >"$tmp/cc.log" 2>&1; then
   echo "[preload] FAILED: gcc could not build tests/test_glibc_extras.c against glibc:"; sed 's/^/      | /' "$tmp/cc.log"
   exit 1
 fi
