@@ -14,8 +14,9 @@
  *     checked.)
  *   - SEGMENT_CACHE: the empty segments kept after a burst are unmapped as
  *     soon as it is set to 0;
- *   - BACKGROUND: switched off, the thread runs no round while memory waits
- *     past its deadline, and nothing is purged; switched on again, the
+ *   - BACKGROUND: switched off while it sleeps until a deadline (300 ms),
+ *     the thread runs no round when the deadline passes, and nothing is
+ *     purged; switched on again, the
  *     memory goes back within 1.5 s, with no call into brisk that could
  *     purge;
  *   - ON_ERROR: set to 1 (abort), a bad free aborts right after its line;
@@ -215,12 +216,12 @@ static void test_segment_cache(void) {
 static void test_background(void) {
   section("BACKGROUND: off and on again");
   brisk_heap_t *h = brisk_heap_new();
-  set("PURGE_DELAY", 20);
-  set("BACKGROUND", 0);
+  set("PURGE_DELAY", 300);
   long base = rss();
-  long peak = burst_free_slices(h);
+  long peak = burst_free_slices(h); /* the running thread now sleeps until the deadline */
+  set("BACKGROUND", 0);
   double rounds0 = brisk_stat("background_rounds"), purged0 = brisk_stat("purged_bytes");
-  sleep_ms(400); /* far past the deadline */
+  sleep_ms(700); /* far past the deadline */
   long kept = rss();
   double rounds1 = brisk_stat("background_rounds"), waiting = brisk_stat("free_resident_bytes");
   CHECK(rounds1 == rounds0, "with BACKGROUND 0 the thread ran %g rounds", rounds1 - rounds0);
@@ -230,7 +231,7 @@ static void test_background(void) {
   set("BACKGROUND", 1);
   double left = wait_returned(purged0 + 25 * MIB, base + 12 * MIB, 1500);
   long after = rss();
-  printf("[runtime]   RSS %ld MiB, burst %ld MiB, %ld MiB 400 ms later with the thread off, %ld MiB once on\n",
+  printf("[runtime]   RSS %ld MiB, burst %ld MiB, %ld MiB 700 ms later with the thread off, %ld MiB once on\n",
          base / MIB, peak / MIB, kept / MIB, after / MIB);
   CHECK(left < 4 * MIB && brisk_stat("purged_bytes") >= purged0 + 25 * MIB,
         "BACKGROUND 0 -> 1: %g bytes free and resident, %g purged after 1.5 s", left,
