@@ -505,7 +505,7 @@ def parse_args(argv):
     p.add_argument("--alloc", help="comma list: peer names, NAME=/path/lib.so, NAME=none")
     p.add_argument("--ref", help="reference allocator for ratios (default brisk, else the first)")
     p.add_argument("--runs", type=int, help="runs per cell (default 5; 1 for --syscalls)")
-    p.add_argument("--size", help="override the size of every selected workload")
+    p.add_argument("--size", type=int, help="override the size of every selected workload")
     p.add_argument("--threads", type=int, help="thread count for every workload")
     p.add_argument("--scaling", metavar="COUNTS",
                    help="comma list of thread counts (e.g. 1,2,4,8,16): throughput of each "

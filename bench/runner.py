@@ -308,6 +308,13 @@ WORKLOADS = [
     {"name": "large", "argv": ["{bin}/bench_sizes", "large", "{size}"],
      "sizes": {"quick": 60, "default": 300, "full": 3000}, "instr": 40,
      "what": "5..25 MiB blocks, window 4 per thread, every page touched"},
+    {"name": "latency", "argv": ["{bin}/bench_latency", "{size}"],
+     "sizes": {"quick": 1000000, "default": 4000000, "full": 20000000}, "time": "reported",
+     "what": "tail latency: 4096 live blocks of 16 B..64 KiB, each free + malloc pair timed alone "
+             "(P50/P99/P99.9/P99.99 and the worst pair)"},
+    {"name": "large-live", "argv": ["{bin}/bench_sizes", "large-live", "{size}"],
+     "sizes": {"quick": 40, "default": 200, "full": 2000},
+     "what": "5..25 MiB blocks, 20 live (10 per thread), each written in full when allocated"},
     {"name": "session", "argv": ["{bin}/bench_session", "{size}"],
      "sizes": {"quick": 300000, "default": 600000, "full": 6000000}, "instr": 20000,
      "instr_extra": ["malloc"], "time": "reported", "needs_glibc_forward": True,

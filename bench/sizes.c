@@ -6,8 +6,12 @@
  *             pool lock showed as a futex in BRIEF.md's story)
  *   linear:   1..80000 B, window 256 (a linear size distribution)
  *   large:    5..25 MiB, window 4 (what is cached, what goes to the OS)
+ *   large-live: 5..25 MiB, window 10 per thread (20 live with the default 2
+ *             threads), each block written in full when allocated, as
+ *             std::make_unique<char[]>(n) does: what a program holding
+ *             many large buffers pays for fresh memory
  *
- *   bench_sizes midlarge|linear|large SIZE [THREADS]   SIZE = total ops
+ *   bench_sizes midlarge|linear|large|large-live SIZE [THREADS]   SIZE = total ops
  */
 #include "bench_common.h"
 
@@ -15,12 +19,14 @@ typedef struct {
   const char *name;
   size_t lo, hi, window;
   long long default_size;
+  int write_all; /* write every byte of a new block, not one per page */
 } mode_t_;
 
 static const mode_t_ modes[] = {
-    {"midlarge", 8 * 1024, 34 * 1024, 2048, 2000000},
-    {"linear", 1, 80000, 256, 2000000},
-    {"large", 5u << 20, 25u << 20, 4, 2000},
+    {"midlarge", 8 * 1024, 34 * 1024, 2048, 2000000, 0},
+    {"linear", 1, 80000, 256, 2000000, 0},
+    {"large", 5u << 20, 25u << 20, 4, 2000, 0},
+    {"large-live", 5u << 20, 25u << 20, 10, 400, 1},
 };
 
 typedef struct {
@@ -52,7 +58,8 @@ static void *run(void *arg) {
     s->size = bench_range(&rng, m->lo, m->hi);
     s->id = ++id;
     s->p = bench_xmalloc(s->size);
-    bench_touch_pages(s->p, s->size, (unsigned char)s->id);
+    if (m->write_all) memset(s->p, (unsigned char)s->id, s->size);
+    else bench_touch_pages(s->p, s->size, (unsigned char)s->id);
     bench_stamp(s->p, s->size, s->id);
   }
   for (size_t j = 0; j < m->window; j++)
@@ -69,10 +76,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof modes[0]; i++)
     if (!strcmp(argv[1], modes[i].name)) m = &modes[i];
   if (!m) {
-    fprintf(stderr, "usage: %s midlarge|linear|large SIZE [THREADS]\n", argv[0]);
+    fprintf(stderr, "usage: %s midlarge|linear|large|large-live SIZE [THREADS]\n", argv[0]);
     return 2;
   }
-  bench_args a = bench_parse(argc, argv, 2, "midlarge|linear|large SIZE [THREADS]", m->default_size, 2);
+  bench_args a = bench_parse(argc, argv, 2, "midlarge|linear|large|large-live SIZE [THREADS]",
+                             m->default_size, 2);
   int T = a.threads;
   worker *w = (worker *)bench_xmalloc(sizeof(worker) * (size_t)T);
   for (int i = 0; i < T; i++) {

@@ -62,8 +62,9 @@ bool alloc_owns(const void *p) {
   page_t *pg = page_of(seg, a);
   if (!(pg->flags & PAGE_IN_USE)) return false;
   uintptr_t start = (uintptr_t)pg->start;
-  size_t extent = (pg->flags & (PAGE_LARGE | PAGE_HUGE)) ? pg->span_bytes
-                                                         : (size_t)pg->capacity * pg->block_size;
+  size_t extent = (pg->flags & PAGE_HUGE) ? pg->span_bytes
+                 : (pg->flags & PAGE_LARGE) ? pg->block_size
+                                            : (size_t)pg->capacity * pg->block_size;
   return a >= start && a - start < extent;
 }
 
@@ -122,10 +123,10 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   }
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
       atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
+    /* In place: into the rest of its span, or into free slices after it. */
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    size_t slices = large_slices(size);
-    if (span_try_grow(&h->segments, pg, slices)) {
-      pg->block_size = (uint32_t)pg->span_bytes;
+    if (size <= pg->span_bytes || span_try_grow(&h->segments, pg, large_slices(size))) {
+      span_large_resize(&h->segments, pg, size);
       return p;
     }
   }

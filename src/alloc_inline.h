@@ -13,6 +13,7 @@
 #ifndef BRISK_ALLOC_INLINE_H
 #define BRISK_ALLOC_INLINE_H
 
+#include "alloc.h"
 #include "atomics.h"
 #include "free.h"
 #include "hardened.h"
@@ -47,6 +48,22 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
     return;
   }
   free_slow(p, seg, idx, fn);
+}
+
+/* Bytes usable at p: for the start of a block of a class page or a large
+ * block (the registry, the exact block index below the page's capacity, as
+ * free checks them), its block size; anything else (huge blocks, foreign
+ * and bad pointers, NULL) takes alloc_usable_size's checks and reports. */
+BRISK_INLINE size_t usable_size_inline(const void *p, brisk_fn_t fn) {
+  uintptr_t a = (uintptr_t)p;
+  segment_t *seg = registry_lookup_wrapped(a);
+  if (BRISK_LIKELY(seg != NULL)) {
+    const page_t *pg = page_of(seg, a);
+    if (BRISK_LIKELY(page_block_index(pg, a - (uintptr_t)pg->start) < pg->capacity &&
+                     !(pg->flags & PAGE_HUGE)))
+      return pg->block_size;
+  }
+  return alloc_usable_size(p, fn);
 }
 
 /* A release through fn: the hardened build first checks how the block was

@@ -36,7 +36,7 @@ BRISK_EXPORT void *brisk_aligned_alloc(size_t alignment, size_t size) {
 }
 
 BRISK_EXPORT size_t brisk_usable_size(const void *p) {
-  return alloc_usable_size(p, FN_BRISK_USABLE_SIZE);
+  return usable_size_inline(p, FN_BRISK_USABLE_SIZE);
 }
 
 BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) ? 1 : 0; }

@@ -89,6 +89,9 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * atomic exchange per batch. */
 #define OUTBOX_SLOTS 4
 #define OUTBOX_BATCH 64
+/* Each block of a remote-free chain also names the block this many links
+ * further on, which the owner's drain prefetches (block.h). */
+#define REMOTE_SKIP 4
 
 /* Slow-path work that reads the clock or walks lists runs on every Nth
  * occasion only: the purge check on every HOUSEKEEPING_PURGE_EVERY-th
@@ -96,6 +99,11 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * of a page from its own frees (page_refill_pop). Powers of two. */
 #define HOUSEKEEPING_PURGE_EVERY 8
 #define REFILL_SLOW_EVERY 8
+
+/* A large block's usable size is its request rounded up to the OS page;
+ * the rest of its span, if resident from an earlier block, is purged with
+ * the segment's next deadline when it is at least this large. */
+#define LARGE_TAIL_PURGE_MIN ((size_t)16 * 1024)
 
 /* The background purger tries a heap again this many ms later when its
  * owner held the heap's lock (more than the purger's slack, so that the

@@ -32,7 +32,7 @@ static const char *const fn_names[FN_COUNT] = {
 const char *fn_name(brisk_fn_t fn) { return fn < FN_COUNT ? fn_names[fn] : "free"; }
 
 size_t page_usable_size(const page_t *pg) {
-  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return pg->span_bytes;
+  if (pg->flags & PAGE_HUGE) return pg->span_bytes;
   return pg->block_size;
 }
 

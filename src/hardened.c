@@ -65,7 +65,7 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
     return false;
   }
   if (sized) {
-    size_t usable = (pg->flags & (PAGE_LARGE | PAGE_HUGE)) ? pg->span_bytes : pg->block_size;
+    size_t usable = page_usable_size(pg);
     /* As alloc_aligned rounded it: sizes of over-aligned blocks go up to a
      * multiple of the alignment. */
     size_t rounded = size;

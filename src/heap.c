@@ -165,6 +165,7 @@ void heap_flush_outbox(heap_t *h) {
 void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b) {
   STAT_COUNT(remote_frees, 1);
   block_set_remote_next(b, NULL, block_looks_free(b));
+  block_set_remote_skip(b, NULL);
   inbox_push(dst, gen, b, b);
   if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
 }
@@ -193,6 +194,7 @@ void heap_drain_inbox(heap_t *h) {
    * the first 4 MiB of its mapping. */
   page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
   while (b != NULL) {
+    __builtin_prefetch(block_remote_skip(b), 1);
     uintptr_t link = block_remote_link(b);
     block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
     page_t *next_pg = pg;
@@ -343,7 +345,6 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   if (BRISK_HARDENED) guard_span_tail(pg);
   /* One block: inv 1, shift 0 make the index the offset itself, so only
    * offset 0 passes the fast path's index < reserved check. */
-  pg->block_size = (uint32_t)pg->span_bytes;
   pg->inv = 1;
   pg->shift = 0;
   pg->capacity = 1;
@@ -351,6 +352,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   pg->used = 1;
   pg->notify_at = 0;
   pg->flags |= PAGE_LARGE;
+  span_large_resize(&h->segments, pg, size);
   heap_count_page(h, 1, true);
   return pg->start;
 }

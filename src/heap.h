@@ -43,6 +43,9 @@ BRISK_INLINE outbox_slot_t *heap_outbox_slot(heap_t *me, const heap_t *dst) {
 BRISK_INLINE void heap_remote_free(heap_t *me, outbox_slot_t *slot, block_t *b, bool urgent) {
   /* Already on a list of its page? Only the owner may look; tell it. */
   block_set_remote_next(b, slot->head, block_looks_free(b));
+  block_t **recent = &slot->recent[slot->count % REMOTE_SKIP];
+  block_set_remote_skip(b, slot->count >= REMOTE_SKIP ? *recent : NULL);
+  *recent = b;
   slot->head = b;
   if (slot->count++ == 0) {
     slot->tail = b;

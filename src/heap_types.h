@@ -67,6 +67,7 @@ typedef struct outbox_slot_s {
   block_t *tail;
   uint32_t count;
   uint32_t generation;
+  block_t *recent[REMOTE_SKIP]; /* the last blocks pushed, by count % REMOTE_SKIP */
 } outbox_slot_t;
 
 /* Freed blocks of one class kept for its next allocations: a stack of

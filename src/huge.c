@@ -202,10 +202,11 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
     if (seg->mapped_size >= need && (!fit || seg->mapped_size < fit->mapped_size)) fit = seg;
     if (!largest || seg->mapped_size > largest->mapped_size) largest = seg;
   }
+  /* None fits: the largest is grown (in place, or moved with its resident
+   * pages), and the others stay for later requests. */
   segment_t *take = fit ? fit : largest;
   if (take) huge_cache_unlink_locked(take);
-  if (!fit) huge_cache_expire_locked(0, true, &drop);
-  else if (take->mapped_size > need && huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
+  if (fit && take->mapped_size > need && huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
     /* Counted as a tail from now; huge_alloc links it once the header is
      * written. */
     *tail = take->mapped_size - need;
@@ -216,9 +217,19 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   huge_unmap_list(drop);
   if (take == NULL) return NULL;
   size_t old = take->mapped_size;
-  if (*tail == 0 && old != need && !(old > need ? huge_shrink(take, need) : huge_grow(take, need))) {
+  if (*tail == 0 && old > need && !huge_shrink(take, need)) {
     segment_unmap(take);
     return NULL;
+  }
+  if (old < need && !huge_grow(take, need)) {
+    void *moved;
+    if (os_remap_move(take, old, need, SEGMENT_SIZE, &moved) != 0) {
+      segment_unmap(take);
+      return NULL;
+    }
+    /* The registry still names the old range returned (it was cached). */
+    take = moved;
+    field_store_relaxed(&take->mapped_size, need);
   }
   return take;
 }

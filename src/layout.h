@@ -74,7 +74,8 @@ typedef struct page_s {
   /* second cache line: owner's bookkeeping */
   struct page_s *next;    /* class queue or full list */
   struct page_s *prev;
-  size_t span_bytes;      /* bytes of the span (huge: of the block area) */
+  size_t span_bytes;      /* bytes of the span (huge: of the block area); a
+                             large block's usable bytes are block_size */
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
@@ -102,6 +103,9 @@ typedef struct segment_s {
   uint64_t purge_later;               /* freed since: purged one delay after that */
   uint64_t purging;                   /* taken out of free_slices by the background
                                          purger while it purges them (span.c) */
+  uint64_t tails;                     /* head slices of large blocks whose span, past
+                                         the block, may still be resident: purged
+                                         with the next deadline (span_large_resize) */
   uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
   uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */

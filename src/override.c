@@ -83,7 +83,7 @@ BRISK_EXPORT void *pvalloc(size_t size) {
   return alloc_aligned(page, rounded == 0 ? page : rounded);
 }
 
-BRISK_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p, FN_USABLE_SIZE); }
+BRISK_EXPORT size_t malloc_usable_size(void *p) { return usable_size_inline(p, FN_USABLE_SIZE); }
 
 /* C23 */
 BRISK_EXPORT void free_sized(void *p, size_t size) { free_sized_inline(p, size, 0, FN_FREE_SIZED); }

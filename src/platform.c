@@ -101,6 +101,22 @@ int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   return 0;
 }
 
+int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void **out) {
+  void *target;
+  int err = os_map_aligned(new_size, align, &target); /* an aligned place, replaced below */
+  if (err) return err;
+  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  if (q == MAP_FAILED) {
+    err = errno ? errno : ENOMEM;
+    os_unmap(target, new_size);
+    STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
+    return err;
+  }
+  STAT_LEVEL(mapped_bytes, -(int64_t)old_size); /* counted again as new_size above */
+  *out = q;
+  return 0;
+}
+
 int os_protect(void *p, size_t size, bool accessible) {
   if (mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) return errno;
   return 0;

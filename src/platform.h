@@ -23,6 +23,11 @@ BRISK_INTERNAL int os_purge(void *p, size_t size);
 /* Grow or shrink a mapping without moving it; ENOMEM when the address
  * space after it is taken. */
 BRISK_INTERNAL int os_remap_in_place(void *p, size_t old_size, size_t new_size);
+/* Grow a mapping to new_size at a new address that is a multiple of align:
+ * its pages move with it (nothing is copied; what was resident stays so),
+ * the old range is no longer mapped. *out gets the new address. On failure
+ * the mapping stays where it was. */
+BRISK_INTERNAL int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void **out);
 /* Make requests for memory fail: all of them after `after` more (-1: no
  * limit), and each with probability per_million / 10^6. */
 BRISK_INTERNAL void os_fault_injection(int64_t after, uint32_t per_million);

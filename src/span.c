@@ -10,6 +10,7 @@
 
 #include "atomics.h"
 #include "background.h"
+#include "platform.h"
 #include "guard.h"
 #include "huge.h"
 #include "list.h"
@@ -140,6 +141,7 @@ static void span_free_locked(segment_set_t *set, page_t *span) {
   brisk_assert((span->flags & PAGE_LARGE) || span->used == 0);
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
   page_desc_clear(span);
+  seg->tails &= ~bits;
   bool was_full = seg->free_slices == 0;
   seg->free_slices |= bits;
   if (was_full) { /* has room again: to the front */
@@ -192,6 +194,33 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
   return true;
 }
 
+/* A deadline for seg (under the lock), if it has none. */
+static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_thread) {
+  if (seg->purge_at_ms == 0) {
+    seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
+    uint64_t next = set->next_purge_ms;
+    if (next == 0 || seg->purge_at_ms < next) field_store_relaxed(&set->next_purge_ms, seg->purge_at_ms);
+  }
+  background_schedule(seg->purge_at_ms, worth_a_thread);
+}
+
+void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
+  segment_t *seg = segment_of_page(span);
+  uint64_t bit = (uint64_t)1 << (span - seg->pages);
+  lock_acquire(&set->lock);
+  span->block_size = (uint32_t)large_usable(span, size);
+  bool tail = !(span->flags & PAGE_ZERO) && span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN;
+  if (tail && options_purge_delay_ms() == 0) { /* at once */
+    os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
+  } else if (tail) {
+    seg->tails |= bit;
+    segment_deadline(set, seg, false);
+  } else {
+    seg->tails &= ~bit;
+  }
+  lock_release(&set->lock);
+}
+
 bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   lock_acquire(&set->lock);
   bool grown = span_try_grow_locked(set, span, slices);
@@ -207,13 +236,25 @@ uint64_t segments_maintain(uint64_t now, bool force) {
 /* The slices of seg to purge at `now` (all waiting ones when force), with
  * the segment's purge state moved on as if they were purged: those freed
  * since the deadline was set wait one more delay. */
+/* Purge the resident tails of the large blocks in seg->tails (under the
+ * set's lock: a block grows into its tail under it too). */
+static void segment_purge_tails(segment_t *seg) {
+  for (uint64_t t = seg->tails; t; t &= t - 1) {
+    page_t *pg = &seg->pages[__builtin_ctzll(t)];
+    if ((pg->flags & PAGE_LARGE) && pg->span_bytes >= pg->block_size + LARGE_TAIL_PURGE_MIN)
+      os_purge(pg->start + pg->block_size, pg->span_bytes - pg->block_size);
+  }
+  seg->tails = 0;
+}
+
 static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
-  if (seg->purge_slices == 0 && seg->purge_later == 0) {
+  if (seg->purge_slices == 0 && seg->purge_later == 0 && seg->tails == 0) {
     /* Every waiting slice was taken for a span again: no deadline left. */
     seg->purge_at_ms = 0;
     return 0;
   }
   if (!force && now < seg->purge_at_ms) return 0;
+  if (seg->tails) segment_purge_tails(seg);
   uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
                   seg->free_slices;
   seg->dirty_slices &= ~mask;

@@ -49,6 +49,16 @@ BRISK_INLINE size_t large_usable_size(size_t size) {
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
 /* Grow a large span in place by taking the free slices after it. */
 BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slices);
+/* The usable size of a large block in its span (at most span_bytes): the
+ * request rounded up to the OS page (the whole span in the hardened build,
+ * whose guard page ends the span). A span carved from resident slices
+ * keeps what an earlier block wrote past the new block's end: that tail
+ * is purged with the segment's next deadline. */
+BRISK_INTERNAL void span_large_resize(segment_set_t *set, page_t *span, size_t size);
+BRISK_INLINE size_t large_usable(const page_t *span, size_t size) {
+  size_t rounded = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  return BRISK_HARDENED || rounded > span->span_bytes ? span->span_bytes : rounded;
+}
 
 /* The owner purges what is due (everything when force), and maintains the
  * memory kept for every heap when no background thread does (or when
