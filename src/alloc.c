@@ -41,19 +41,6 @@ void *alloc_calloc(size_t count, size_t size) {
   return p;
 }
 
-size_t alloc_usable_size(const void *p, brisk_fn_t fn) {
-  if (p == NULL) return 0;
-  segment_t *seg;
-  page_t *pg = block_check(p, fn, &seg);
-  if (pg != NULL) return page_usable_size(pg);
-  if (seg == NULL) {
-    size_t n = foreign_usable_size(p);
-    if (n == 0) report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
-    return n;
-  }
-  return 0;
-}
-
 bool alloc_owns(const void *p) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup(a);
@@ -201,12 +188,13 @@ void *alloc_expand(void *p, size_t size) {
   }
   if ((pg->flags & PAGE_HUGE) && size > LARGE_MAX) return huge_try_resize(pg, size) ? p : NULL;
   if (size <= page_usable_size(pg)) return p;
-  /* A large block grows into the free slices after it: its owner only
-   * (the slices and descriptors of a segment are the owner's). */
+  /* A large block grows into the rest of its span or into the free slices
+   * after it: its owner only (the slices and descriptors of a segment are
+   * the owner's), as realloc does. */
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX && mine) {
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    if (span_try_grow(&h->segments, pg, large_slices(size))) {
-      pg->block_size = (uint32_t)pg->span_bytes;
+    if (size <= pg->span_bytes || span_try_grow(&h->segments, pg, large_slices(size))) {
+      span_large_resize(&h->segments, pg, size);
       return p;
     }
   }

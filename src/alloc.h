@@ -15,7 +15,6 @@ BRISK_INTERNAL void *alloc_realloc(void *p, size_t size, brisk_fn_t fn);
 struct heap_s;
 BRISK_INTERNAL void *alloc_realloc_in(struct heap_s *target, void *p, size_t size, brisk_fn_t fn);
 BRISK_INTERNAL void *alloc_aligned(size_t alignment, size_t size);
-BRISK_INTERNAL size_t alloc_usable_size(const void *p, brisk_fn_t fn);
 BRISK_INTERNAL bool alloc_owns(const void *p);
 /* The calling thread's heap and the memory kept for every heap: all that
  * is unused when force, else what is past its purge delay. */

@@ -274,3 +274,16 @@ void free_unowned(void *p, brisk_fn_t fn) {
   }
   report_not_ours(p, fn);
 }
+
+size_t block_usable_size(const void *p, brisk_fn_t fn) {
+  if (p == NULL) return 0;
+  segment_t *seg;
+  page_t *pg = block_check(p, fn, &seg);
+  if (pg != NULL) return page_usable_size(pg);
+  if (seg == NULL) {
+    size_t n = foreign_usable_size(p);
+    if (n == 0) report_not_ours(p, fn);
+    return n;
+  }
+  return 0;
+}

@@ -37,6 +37,9 @@ BRISK_INTERNAL bool block_is_free_here(page_t *pg, const void *p);
 
 /* Memory of the allocator that served the process before brisk. */
 BRISK_INTERNAL size_t foreign_usable_size(const void *p); /* 0: not such memory */
+/* The usable size of any pointer value: a block's, a foreign block's (glibc's),
+ * 0 for NULL; anything else is reported as a bad pointer to `fn` and gives 0. */
+BRISK_INTERNAL size_t block_usable_size(const void *p, brisk_fn_t fn);
 BRISK_INTERNAL void foreign_free(void *p);
 BRISK_INTERNAL void foreign_set_interposing(bool brisk_is_process_malloc);
 

@@ -40,10 +40,13 @@ BRISK_INLINE size_t large_slices(size_t size) {
   size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
   return (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
 }
-/* The usable size of a large block of `size` bytes: its span, the
- * hardened build's guard page aside. brisk_good_size asks it. */
+/* The usable size a new large block of `size` bytes gets (brisk_good_size
+ * asks it): the request rounded up to the OS page, or in the hardened build
+ * its whole span, the guard page aside. large_usable below is the same rule
+ * for a block already in a span. */
 BRISK_INLINE size_t large_usable_size(size_t size) {
-  return (large_slices(size) << SLICE_SHIFT) - (BRISK_HARDENED ? HARDENED_GUARD : 0);
+  if (BRISK_HARDENED) return (large_slices(size) << SLICE_SHIFT) - HARDENED_GUARD;
+  return (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
 }
 /* Give a span back to its segment; its slices are purged after the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);

@@ -92,7 +92,7 @@ static int visit_large(heap_t *h, brisk_block_visitor_t visitor, void *arg) {
     if (n == 0) continue;
     lock_release(&set->lock);
     for (size_t i = 0; i < n; i++) {
-      int r = visitor((brisk_heap_t *)h, blocks[i]->start, blocks[i]->span_bytes, arg);
+      int r = visitor((brisk_heap_t *)h, blocks[i]->start, blocks[i]->block_size, arg);
       if (r != 0) return r;
     }
     lock_acquire(&set->lock);
@@ -185,7 +185,7 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
   for (segment_t *seg = h->segments.segs.first; seg; seg = seg->next) {
     size_t n = segment_large_blocks(seg, blocks);
     large += n;
-    for (size_t i = 0; i < n; i++) large_bytes += blocks[i]->span_bytes;
+    for (size_t i = 0; i < n; i++) large_bytes += blocks[i]->block_size;
   }
   lock_release(&h->segments.lock);
   for (segment_t *seg = h->segments.huge.first; seg; seg = seg->next) {
