@@ -60,13 +60,11 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));
-  memset(&h->segments, 0, sizeof(h->segments));
+  segment_set_reset(&h->segments, h, tid);
   memset(h->outbox, 0, sizeof(h->outbox));
   h->outbox_pending = 0;
   h->tid = tid;
   h->kind = kind;
-  h->segments.owner_tid = tid;
-  h->segments.heap = h;
   class_cache_init(h);
 }
 
@@ -432,26 +430,4 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
   }
   if (p == NULL) errno = ENOMEM;
   return p;
-}
-
-size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
-  size_t pages = 0, full_pages = 0, used = 0, capacity_bytes = 0;
-  for (unsigned c = 1; c < CLASS_COUNT; c++) {
-    for (page_t *pg = h->queues[c].first; pg; pg = pg->next) {
-      pages++;
-      used += pg->used % PAGE_USED_BIAS;
-      capacity_bytes += pg->span_bytes;
-    }
-  }
-  for (page_t *pg = h->full.first; pg; pg = pg->next) {
-    full_pages++;
-    used += pg->used % PAGE_USED_BIAS;
-    capacity_bytes += pg->span_bytes;
-  }
-  return format_string(buf, len,
-                       "{\"segments\":%zu,\"pages\":%zu,\"full_pages\":%zu,"
-                       "\"blocks_in_use\":%zu,\"page_bytes\":%zu,\"generation\":%zu}",
-                       h->segments.count, pages + full_pages, full_pages,
-                       used - class_cache_blocks(h), capacity_bytes,
-                       (size_t)h->generation);
 }

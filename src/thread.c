@@ -11,6 +11,7 @@
 #include "report.h"
 #include "counters.h"
 #include "stats.h"
+#include "usage.h"
 
 __thread heap_t *brisk_tls_heap = &brisk_heap_empty;
 
@@ -160,9 +161,11 @@ __attribute__((constructor)) static void brisk_constructor(void) {
 }
 
 __attribute__((destructor)) static void brisk_destructor(void) {
-  if (brisk_options.show_stats) {
+  if (option_load(show_stats)) {
     heap_t *h = thread_heap();
     if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);
-    stats_print_at_exit();
+    stats_usage_t usage;
+    usage_collect(&usage);
+    stats_print_stderr(&usage);
   }
 }
