@@ -567,7 +567,7 @@ static void run_op(const uint8_t *o) {
     case OP_CHECK:
       if (slots[s].p) check_live(&slots[s], "check");
       return;
-    case OP_COLLECT: brisk_collect(); return;
+    case OP_COLLECT: brisk_collect(true); return;
     case OP_FAULTS: faults_set(d & 0x80 ? -1 : (long)(d % 16), d & 0x80 ? (unsigned)(d & 0x7f) * 7000u : 0); return;
     case OP_FAULTS_OFF: faults_clear(); return;
     case OP_W_RESTART: /* not under faults: pthread_create itself may fail then */

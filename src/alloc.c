@@ -41,19 +41,6 @@ void *alloc_calloc(size_t count, size_t size) {
   return p;
 }
 
-size_t alloc_usable_size(const void *p, brisk_fn_t fn) {
-  if (p == NULL) return 0;
-  segment_t *seg;
-  page_t *pg = block_check(p, fn, &seg);
-  if (pg != NULL) return page_usable_size(pg);
-  if (seg == NULL) {
-    size_t n = foreign_usable_size(p);
-    if (n == 0) report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
-    return n;
-  }
-  return 0;
-}
-
 bool alloc_owns(const void *p) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup(a);
@@ -146,8 +133,99 @@ void alloc_stats_sync(void) {
   if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);
 }
 
-void alloc_collect(void) {
+void alloc_collect(bool force) {
   heap_t *h = thread_heap();
-  if (h->kind != HEAP_KIND_STATIC) heap_collect(h, true);
-  segments_maintain(os_now_ms(), true);
+  if (h->kind != HEAP_KIND_STATIC) heap_collect(h, force);
+  segments_maintain(os_now_ms(), force);
+}
+
+/* ---------------------------------------------------------------------------
+ * The calls around allocation of brisk.h: sizes, in-place resizing, zeroed
+ * blocks.
+ * ------------------------------------------------------------------------- */
+
+size_t alloc_good_size(size_t size) {
+  /* heap_alloc's choice, with the functions that size each kind of block. */
+  if (size <= MEDIUM_MAX) return class_size(size_to_class(size));
+  if (size <= LARGE_MAX) return large_usable_size(size);
+  if (size > SIZE_MAX - SLICE_SIZE - SEGMENT_SIZE) return 0; /* huge_alloc refuses it */
+  return huge_usable_size(size);
+}
+
+size_t alloc_block_size(const void *p) {
+  segment_t *seg = registry_lookup((uintptr_t)p);
+  return page_usable_size(page_of(seg, (uintptr_t)p));
+}
+
+bool alloc_is_fresh(const void *p, size_t n) {
+  if (n <= MEDIUM_MAX) return false; /* blocks of size classes are reused */
+  segment_t *seg = registry_lookup((uintptr_t)p);
+  return (page_of(seg, (uintptr_t)p)->flags & PAGE_ZERO) != 0;
+}
+
+void *alloc_zalloc(size_t size) {
+  void *p = malloc_inline(size);
+  if (p == NULL) return NULL;
+  size_t usable = alloc_block_size(p);
+  if (!alloc_is_fresh(p, usable)) memset(p, 0, usable);
+  return p;
+}
+
+void *alloc_expand(void *p, size_t size) {
+  if (p == NULL) return NULL;
+  segment_t *seg;
+  page_t *pg = block_check(p, FN_BRISK_EXPAND, &seg);
+  if (pg == NULL) {
+    /* glibc's block: valid, but brisk cannot resize it */
+    if (seg == NULL && foreign_usable_size(p) == 0)
+      report_error("%s(%p): pointer was not allocated by brisk", fn_name(FN_BRISK_EXPAND), p);
+    return NULL;
+  }
+  bool mine = atomic_load_relaxed(&seg->owner_tid) == os_thread_id();
+  if (mine && block_is_free_here(pg, p)) {
+    report_error("%s(%p): double free (size class %zu)", fn_name(FN_BRISK_EXPAND), p, page_usable_size(pg));
+    return NULL;
+  }
+  if ((pg->flags & PAGE_HUGE) && size > LARGE_MAX) return huge_try_resize(pg, size) ? p : NULL;
+  if (size <= page_usable_size(pg)) return p;
+  /* A large block grows into the rest of its span or into the free slices
+   * after it: its owner only (the slices and descriptors of a segment are
+   * the owner's), as realloc does. */
+  if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX && mine) {
+    heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
+    if (size <= pg->span_bytes || span_try_grow(&h->segments, pg, large_slices(size))) {
+      span_large_resize(&h->segments, pg, size);
+      return p;
+    }
+  }
+  return NULL;
+}
+
+void *alloc_rezalloc(void *p, size_t size) {
+  if (p == NULL) return alloc_zalloc(size);
+  if (size == 0) {
+    free_inline(p, FN_BRISK_REZALLOC);
+    return NULL;
+  }
+  segment_t *seg;
+  size_t old;
+  page_t *pg = block_check(p, FN_BRISK_REZALLOC, &seg);
+  if (pg != NULL) {
+    old = page_usable_size(pg);
+  } else {
+    if (seg != NULL) return NULL; /* reported */
+    old = foreign_usable_size(p);
+    if (old == 0) {
+      report_error("%s(%p): pointer was not allocated by brisk", fn_name(FN_BRISK_REZALLOC), p);
+      return NULL;
+    }
+  }
+  void *q = alloc_realloc(p, size, FN_BRISK_REZALLOC);
+  if (q == NULL) return NULL;
+  size_t usable = alloc_block_size(q);
+  /* What realloc did not bring over: beyond the old usable size when the
+   * block stayed, beyond the bytes it copied when it moved. */
+  size_t from = q == p ? old : old < size ? old : size;
+  if (usable > from && !(q != p && alloc_is_fresh(q, usable))) memset((uint8_t *)q + from, 0, usable - from);
+  return q;
 }

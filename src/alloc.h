@@ -15,9 +15,23 @@ BRISK_INTERNAL void *alloc_realloc(void *p, size_t size, brisk_fn_t fn);
 struct heap_s;
 BRISK_INTERNAL void *alloc_realloc_in(struct heap_s *target, void *p, size_t size, brisk_fn_t fn);
 BRISK_INTERNAL void *alloc_aligned(size_t alignment, size_t size);
-BRISK_INTERNAL size_t alloc_usable_size(const void *p, brisk_fn_t fn);
 BRISK_INTERNAL bool alloc_owns(const void *p);
-BRISK_INTERNAL void alloc_collect(void);
+/* The calling thread's heap and the memory kept for every heap: all that
+ * is unused when force, else what is past its purge delay. */
+BRISK_INTERNAL void alloc_collect(bool force);
+/* The usable size a request of `size` bytes gets (0: none can be that
+ * large), computed as heap_alloc sizes its blocks. */
+BRISK_INTERNAL size_t alloc_good_size(size_t size);
+/* The usable size of a block brisk handed out (no checks). */
+BRISK_INTERNAL size_t alloc_block_size(const void *p);
+/* Is the new block p of n usable bytes known to be zero (a large or huge
+ * block on memory fresh from the OS)? */
+BRISK_INTERNAL bool alloc_is_fresh(const void *p, size_t n);
+/* A block whose whole usable size is zero. */
+BRISK_INTERNAL void *alloc_zalloc(size_t size);
+/* brisk_expand and brisk_rezalloc (include/brisk.h). */
+BRISK_INTERNAL void *alloc_expand(void *p, size_t size);
+BRISK_INTERNAL void *alloc_rezalloc(void *p, size_t size);
 /* Add the calling thread's pending page counts to the process counters. */
 BRISK_INTERNAL void alloc_stats_sync(void);
 

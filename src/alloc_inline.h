@@ -53,7 +53,7 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
 /* Bytes usable at p: for the start of a block of a class page or a large
  * block (the registry, the exact block index below the page's capacity, as
  * free checks them), its block size; anything else (huge blocks, foreign
- * and bad pointers, NULL) takes alloc_usable_size's checks and reports. */
+ * and bad pointers, NULL) takes block_usable_size's checks and reports. */
 BRISK_INLINE size_t usable_size_inline(const void *p, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup_wrapped(a);
@@ -63,7 +63,7 @@ BRISK_INLINE size_t usable_size_inline(const void *p, brisk_fn_t fn) {
                      !(pg->flags & PAGE_HUGE)))
       return pg->block_size;
   }
-  return alloc_usable_size(p, fn);
+  return block_usable_size(p, fn);
 }
 
 /* A release through fn: the hardened build first checks how the block was

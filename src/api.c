@@ -9,6 +9,8 @@
 #include "platform.h"
 #include "profile.h"
 #include "stats.h"
+#include "usage.h"
+#include "visit.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
 
@@ -42,21 +44,52 @@ BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) ? 1 : 0; }
 
 BRISK_EXPORT const char *brisk_version(void) { return "0.1.0"; }
 
+BRISK_EXPORT size_t brisk_good_size(size_t size) { return alloc_good_size(size); }
+
+BRISK_EXPORT void *brisk_malloc_usable(size_t size, size_t *usable) {
+  void *p = malloc_inline(size);
+  if (usable != NULL) *usable = p != NULL ? alloc_block_size(p) : 0;
+  return p;
+}
+
+BRISK_EXPORT void *brisk_zalloc(size_t size) { return alloc_zalloc(size); }
+
+BRISK_EXPORT void *brisk_rezalloc(void *p, size_t size) { return alloc_rezalloc(p, size); }
+
+BRISK_EXPORT void *brisk_expand(void *p, size_t size) { return alloc_expand(p, size); }
+
 static void emit_file(const char *line, void *arg) { fprintf((FILE *)arg, "%s\n", line); }
 
+/* The figures are taken first: no lock of brisk's is held while stdio
+ * writes (which may allocate). */
 BRISK_EXPORT void brisk_stats_print(FILE *out) {
   if (out == NULL) out = stderr;
   alloc_stats_sync();
-  stats_text(emit_file, out);
+  stats_usage_t usage;
+  usage_collect(&usage);
+  stats_text(emit_file, out, &usage);
   fflush(out);
 }
 
 BRISK_EXPORT size_t brisk_stats_json(char *buf, size_t len) {
   alloc_stats_sync();
-  return stats_json(buf, len);
+  stats_usage_t usage;
+  usage_collect(&usage);
+  return stats_json(buf, len, &usage);
 }
 
-BRISK_EXPORT void brisk_collect(void) { alloc_collect(); }
+BRISK_EXPORT void brisk_stats_reset(void) {
+  alloc_stats_sync();
+  stats_reset();
+}
+
+BRISK_EXPORT size_t brisk_thread_stats_json(char *buf, size_t len) {
+  heap_t *h = thread_heap();
+  if (h->kind == HEAP_KIND_STATIC) h = &brisk_heap_empty; /* a thread that owns nothing yet */
+  return heap_stats_json(h, buf, len);
+}
+
+BRISK_EXPORT void brisk_collect(bool force) { alloc_collect(force); }
 
 BRISK_EXPORT void brisk_fault_injection(long fail_after, unsigned fail_per_million) {
   os_fault_injection(fail_after < 0 ? -1 : (int64_t)fail_after, fail_per_million);

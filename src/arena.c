@@ -44,7 +44,7 @@ static arena_buffer_t *buffer_new(brisk_arena_t *a, size_t size) {
   if (b == NULL) return NULL;
   b->next = NULL;
   /* The block may be larger than asked (size classes): use all of it. */
-  size_t usable = alloc_usable_size(b, FN_BRISK_USABLE_SIZE);
+  size_t usable = block_usable_size(b, FN_BRISK_USABLE_SIZE);
   b->size = usable > size ? usable : size;
   return b;
 }

@@ -29,7 +29,9 @@ void background_init(background_round_fn round, background_start_fn start) {
   start_fn = start;
 }
 
-bool background_running(void) { return atomic_load_relaxed(&state) == BG_RUNNING; }
+bool background_running(void) {
+  return atomic_load_relaxed(&state) == BG_RUNNING && option_load(background);
+}
 
 /* Sleeping for good and a new deadline form a store-load pair on each
  * side (the thread: sleeping_for_good = 1, then next_deadline; a
@@ -43,7 +45,7 @@ static void deadline_lower(uint64_t d) {
 }
 
 void background_schedule(uint64_t deadline_ms, bool worth_a_thread) {
-  if (!brisk_options.background) return;
+  if (!option_load(background)) return;
   deadline_lower(deadline_ms);
   int s = atomic_load_relaxed(&state);
   if (s == BG_RUNNING) {
@@ -64,6 +66,19 @@ static void *background_main(void *arg) {
   uint64_t last_end = 0; /* when the last round ended */
   for (;;) {
     uint32_t seen = atomic_load_acquire(&wake_word);
+    if (!atomic_load(&brisk_options.background)) {
+      /* Switched off while running (brisk_option_set): no rounds, asleep
+       * until it is switched on again (background_kick's seq_cst add to
+       * wake_word comes after its store of the option: if `seen` holds
+       * that add, the load below sees the option on). */
+      atomic_store(&sleeping_for_good, 1);
+      if (!atomic_load(&brisk_options.background)) {
+        os_wait(&wake_word, seen, 0);
+        STAT_COUNT(background_wakeups, 1);
+      }
+      atomic_store_relaxed(&sleeping_for_good, 0);
+      continue;
+    }
     lock_acquire(&round_lock);
     uint64_t now = os_now_precise_ms();
     uint64_t due = atomic_load_relaxed(&next_deadline);
@@ -103,13 +118,33 @@ void background_poll_slow(void) {
   int expected = BG_OFF;
   if (!atomic_cas_strong_acq_rel(&state, &expected, BG_STARTING)) return;
   atomic_store_relaxed(&brisk_background_wanted, 0);
-  if (!brisk_options.background || round_fn == NULL || start_fn == NULL) {
+  if (!option_load(background) || round_fn == NULL || start_fn == NULL) {
     atomic_store_release(&state, BG_OFF);
     return;
   }
   /* Running before it starts: a schedule meanwhile must not ask again. */
   atomic_store_release(&state, BG_RUNNING);
   if (start_fn(background_main, NULL) != 0) atomic_store_release(&state, BG_OFF);
+}
+
+void background_kick(uint64_t now) {
+  if (!atomic_load(&brisk_options.background)) return;
+  deadline_lower(now != 0 ? now : 1);
+  int s = atomic_load_relaxed(&state);
+  if (s == BG_RUNNING) {
+    /* Whatever it sleeps until: the deadline it knows may be later than
+     * the one just set. */
+    atomic_fetch_add(&wake_word, 1);
+    STAT_COUNT(background_wake_calls, 1);
+    os_wake(&wake_word);
+  } else if (s == BG_OFF) {
+    atomic_store_relaxed(&brisk_background_wanted, 1);
+  }
+}
+
+void background_set_enabled(bool on) {
+  atomic_store(&brisk_options.background, on ? 1 : 0);
+  if (on) background_kick(os_now_ms());
 }
 
 void background_fork_prepare(void) { lock_acquire(&round_lock); }

@@ -44,8 +44,22 @@ static inline void background_poll(void) {
     background_poll_slow();
 }
 
-/* Is the thread running? (a purge round may then be left to it) */
+/* Is the thread running and switched on? (a purge round may then be left
+ * to it) */
 BRISK_INTERNAL bool background_running(void);
+
+/* Run a round soon (at `now`): deadlines may have come forward (a shorter
+ * purge delay, set while running), so the thread is woken whatever it
+ * sleeps until; when it is not running it is wanted at the next safe
+ * point. Nothing when the thread is switched off. */
+BRISK_INTERNAL void background_kick(uint64_t now);
+/* BRISK_BACKGROUND changed while running. On: the thread starts at the
+ * next safe point (background_poll), or a sleeping one runs a round at
+ * once. Off: a running thread finishes its round and then sleeps for good
+ * (a thread cannot be stopped safely from outside; asleep it costs
+ * nothing), and the allocating threads return memory themselves, as
+ * with BRISK_BACKGROUND=0 (background_running() is false). */
+BRISK_INTERNAL void background_set_enabled(bool on);
 
 /* Around fork: no round runs while the process forks; the child has no
  * thread and starts one again when needed. */

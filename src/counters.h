@@ -17,6 +17,7 @@
   X(segments, LEVEL, "4 MiB segments mapped")                                 \
   X(huge_bytes, LEVEL, "bytes mapped for huge blocks, their tails included")  \
   X(huge_retained, LEVEL, "bytes of huge mappings kept for reuse")            \
+  X(huge_blocks, LEVEL, "huge blocks in use (each a mapping of its own)")     \
   X(pages, LEVEL, "pages in use")                                             \
   X(heaps, LEVEL, "heaps alive (threads and first-class)")                    \
   X(mmap_calls, COUNT, "mmap calls")                                          \

@@ -26,6 +26,8 @@ static const char *const fn_names[FN_COUNT] = {
     [FN_DELETE_ARRAY] = "operator delete[]",
     [FN_DELETE_SIZED] = "operator delete",
     [FN_DELETE_ARRAY_SIZED] = "operator delete[]",
+    [FN_BRISK_EXPAND] = "brisk_expand",
+    [FN_BRISK_REZALLOC] = "brisk_rezalloc",
 };
 
 const char *fn_name(brisk_fn_t fn) { return fn < FN_COUNT ? fn_names[fn] : "free"; }
@@ -273,4 +275,17 @@ void free_unowned(void *p, brisk_fn_t fn) {
     return;
   }
   report_not_ours(p, fn);
+}
+
+size_t block_usable_size(const void *p, brisk_fn_t fn) {
+  if (p == NULL) return 0;
+  segment_t *seg;
+  page_t *pg = block_check(p, fn, &seg);
+  if (pg != NULL) return page_usable_size(pg);
+  if (seg == NULL) {
+    size_t n = foreign_usable_size(p);
+    if (n == 0) report_not_ours(p, fn);
+    return n;
+  }
+  return 0;
 }

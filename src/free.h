@@ -13,6 +13,7 @@ typedef enum brisk_fn {
   FN_FREE, FN_REALLOC, FN_USABLE_SIZE, FN_FREE_SIZED,
   FN_BRISK_FREE, FN_BRISK_REALLOC, FN_BRISK_USABLE_SIZE, FN_BRISK_FREE_SIZED,
   FN_DELETE, FN_DELETE_ARRAY, FN_DELETE_SIZED, FN_DELETE_ARRAY_SIZED,
+  FN_BRISK_EXPAND, FN_BRISK_REZALLOC,
   FN_COUNT
 } brisk_fn_t;
 
@@ -36,6 +37,9 @@ BRISK_INTERNAL bool block_is_free_here(page_t *pg, const void *p);
 
 /* Memory of the allocator that served the process before brisk. */
 BRISK_INTERNAL size_t foreign_usable_size(const void *p); /* 0: not such memory */
+/* The usable size of any pointer value: a block's, a foreign block's (glibc's),
+ * 0 for NULL; anything else is reported as a bad pointer to `fn` and gives 0. */
+BRISK_INTERNAL size_t block_usable_size(const void *p, brisk_fn_t fn);
 BRISK_INTERNAL void foreign_free(void *p);
 BRISK_INTERNAL void foreign_set_interposing(bool brisk_is_process_malloc);
 

@@ -61,13 +61,11 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));
-  memset(&h->segments, 0, sizeof(h->segments));
+  segment_set_reset(&h->segments, h, tid);
   memset(h->outbox, 0, sizeof(h->outbox));
   h->outbox_pending = 0;
   h->tid = tid;
   h->kind = kind;
-  h->segments.owner_tid = tid;
-  h->segments.heap = h;
   h->cache_path_max = MEDIUM_MAX;
   class_cache_init(h);
 }
@@ -401,6 +399,15 @@ static void *alloc_class(heap_t *h, unsigned c) {
   return alloc_class_page(h, c);
 }
 
+/* A block of its own for `size` bytes at `alignment` (16 or less: none):
+ * a large block where one can be, else a huge one. */
+static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment) {
+  if (size == 0) size = 1;
+  if (alignment <= 16) alignment = 0;
+  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) return alloc_large(h, size, alignment);
+  return alloc_huge(h, size, alignment);
+}
+
 static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment);
 
 void *heap_alloc_class(heap_t *h, unsigned c) {
@@ -437,35 +444,9 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
       return p;
     }
   }
-  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) {
-    p = alloc_large(h, size, alignment);
-  } else {
-    p = alloc_huge(h, size, alignment);
-  }
+  p = alloc_large_or_huge(h, size, alignment);
   if (p == NULL) errno = ENOMEM;
   return p;
-}
-
-size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
-  size_t pages = 0, full_pages = 0, used = 0, capacity_bytes = 0;
-  for (unsigned c = 1; c < CLASS_COUNT; c++) {
-    for (page_t *pg = h->queues[c].first; pg; pg = pg->next) {
-      pages++;
-      used += pg->used % PAGE_USED_BIAS;
-      capacity_bytes += pg->span_bytes;
-    }
-  }
-  for (page_t *pg = h->full.first; pg; pg = pg->next) {
-    full_pages++;
-    used += pg->used % PAGE_USED_BIAS;
-    capacity_bytes += pg->span_bytes;
-  }
-  return format_string(buf, len,
-                       "{\"segments\":%zu,\"pages\":%zu,\"full_pages\":%zu,"
-                       "\"blocks_in_use\":%zu,\"page_bytes\":%zu,\"generation\":%zu}",
-                       h->segments.count, pages + full_pages, full_pages,
-                       used - class_cache_blocks(h), capacity_bytes,
-                       (size_t)h->generation);
 }
 
 /* ---------------------------------------------------------------------------
@@ -476,16 +457,9 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
  * to the inline path. The allocation that brings a countdown to zero is
  * sampled: it is served as a large block (or huge, as it would be anyway)
  * whose descriptor names its record. After an ordinary allocation of a
- * class with an inline path, its page's list is cut where the countdown
- * will run out.
+ * class with an inline path, its current page's list is cut where the
+ * countdown will run out.
  * ------------------------------------------------------------------------- */
-static void *alloc_sampled_block(heap_t *h, size_t size, size_t alignment) {
-  if (size == 0) size = 1;
-  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4)
-    return alloc_large(h, size, alignment > 16 ? alignment : 0);
-  return alloc_huge(h, size, alignment > 16 ? alignment : 0);
-}
-
 static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
   prof_heap_t *ph = prof_heap_state(h);
   /* What the allocation takes without sampling: class c (0: large or huge)
@@ -522,15 +496,12 @@ static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
     ph->left[c] -= (int64_t)counted;
     if (ph->left[c] <= 0 && !ph->busy) {
       ph->left[c] = prof_draw(ph);
-      p = alloc_sampled_block(h, size, alignment);
+      p = alloc_large_or_huge(h, size, alignment);
       if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
     }
   }
   if (p == NULL) { /* not sampled, or no memory for a span: served as usual */
-    if (c != 0) p = alloc_class(h, c);
-    else if (alignment > 16) p = alloc_sampled_block(h, size, alignment);
-    else if (n <= LARGE_MAX) p = alloc_large(h, n, 0);
-    else p = alloc_huge(h, n, 0);
+    p = c != 0 ? alloc_class(h, c) : alloc_large_or_huge(h, size, alignment);
     if (p != NULL && inline_class && ph != NULL && h->queues[c].first != NULL)
       prof_expose(ph, c, h->queues[c].first);
   }

@@ -13,9 +13,6 @@ BRISK_INTERNAL void heap_abandon(heap_t *h);
 /* Release every page of a first-class heap at once; the heap object is
  * kept for reuse by a later heap_create. */
 BRISK_INTERNAL void heap_destroy(heap_t *h);
-/* Pages, blocks in use (in class pages; large blocks are not counted) and
- * segments, as JSON; the owner's view. */
-BRISK_INTERNAL size_t heap_stats_json(heap_t *h, char *buf, size_t len);
 BRISK_INTERNAL void heap_collect(heap_t *h, bool force);
 /* A round of the background purger (background.h): the free slices of
  * every heap, abandoned heaps whole, the pool and the huge cache; returns

@@ -263,9 +263,8 @@ static bool huge_cache_put(segment_t *seg) {
 page_t *huge_alloc(size_t size, size_t alignment) {
   size_t offset = SLICE_SIZE;
   if (alignment > offset) offset = alignment;
-  size_t page = OS_PAGE_BYTES;
   if (size > SIZE_MAX - offset - SEGMENT_SIZE) return NULL;
-  size_t mapped = (offset + size + page - 1) & ~(page - 1);
+  size_t mapped = huge_map_bytes(offset, size);
   size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
   mapped += guard;
   segment_t *seg = NULL;
@@ -301,6 +300,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   atomic_store_relaxed(&seg->owner_tid, 0);
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   STAT_COUNT(huge_allocs, 1);
+  STAT_LEVEL(huge_blocks, 1);
   STAT_LEVEL(huge_bytes, (int64_t)(mapped + tail));
   registry_set((uintptr_t)seg, mapped + tail, seg);
   if (tail) {
@@ -333,6 +333,7 @@ static void huge_tail_detach(segment_t *seg) {
 void huge_free(page_t *pg) {
   segment_t *seg = segment_of_page(pg);
   huge_tail_detach(seg);
+  STAT_LEVEL(huge_blocks, -1);
   STAT_LEVEL(huge_bytes, -(int64_t)seg->mapped_size);
   if (!huge_cache_put(seg)) segment_unmap(seg);
 }
@@ -390,4 +391,12 @@ uint64_t huge_maintain(uint64_t now, bool force) {
   huge_trim(trims, ntrims);
   if (next != 0 && next <= now) next = now + 1; /* more than one pass could take */
   return next;
+}
+
+void huge_usage(int64_t *cached, int64_t *cached_bytes, int64_t *tail_bytes) {
+  lock_acquire(&huge_guard);
+  *cached = (int64_t)atomic_load_relaxed(&huge_cache_count);
+  *cached_bytes = (int64_t)huge_cache_bytes;
+  *tail_bytes = (int64_t)huge_tail_bytes;
+  lock_release(&huge_guard);
 }

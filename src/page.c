@@ -30,13 +30,16 @@ static void direct_update(heap_t *h, unsigned c) {
   if (size > DIRECT_MAX) return;
   page_t *pg = h->queues[c].first;
   if (pg == NULL) pg = &brisk_empty_page;
+  /* A heap that samples for the profiler counts what its inline path takes
+   * (profile.h): the old current page gives back what it was not asked
+   * for, the new one waits behind a cut until the slow path counts it. */
+  if (BRISK_UNLIKELY(h->prof != NULL)) {
+    page_t *old = h->direct[size / 16];
+    prof_head_change(h->prof, c, old == &brisk_empty_page ? NULL : old,
+                     pg == &brisk_empty_page ? NULL : pg);
+  }
   size_t lo = c == 1 ? 0 : (class_size(c - 1) + 16) / 16;
   for (size_t w = lo; w <= size / 16; w++) h->direct[w] = pg;
-  /* A heap that samples: an empty list of the new current page ends at
-   * the cut too, so the next allocation reaches the profiler's count
-   * rather than page_refill_pop. */
-  if (BRISK_UNLIKELY(h->prof != NULL) && pg != &brisk_empty_page && pg->free == page_list_end(pg))
-    pg->free = page_list_cut(pg);
 }
 
 /* The head of a class queue is its current page: it carries the bias so
@@ -205,11 +208,13 @@ enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
 /* Make the free list start with a block of the page if it has any to give. */
 static enum collect_result page_collect(page_t *pg) {
   block_t *end = page_list_end(pg);
-  if (pg->free == page_list_cut(pg)) pg->free = end; /* cut by the profiler: empty */
   if (pg->free != end) {
     if (page_holds_block(pg, pg->free)) return PAGE_HAS_BLOCKS;
-    page_report_broken(pg, pg->free);
-    return PAGE_IS_BROKEN;
+    if (pg->free != page_list_cut(pg)) {
+      page_report_broken(pg, pg->free);
+      return PAGE_IS_BROKEN;
+    }
+    pg->free = end; /* cut by the profiler (profile.h): an empty list */
   }
   if (pg->local_free != end) {
     if (!page_holds_block(pg, pg->local_free)) {
@@ -326,10 +331,11 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     page_after_free(h, pg);
     return;
   }
-  if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg); /* a sampled large or huge block */
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg); /* sampled by the profiler */
     segment_set_free_huge(&h->segments, pg);
   } else if (pg->flags & PAGE_LARGE) {
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg);
     heap_count_page(h, -1, true);
     span_free(&h->segments, pg);
   } else {

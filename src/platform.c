@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -146,25 +147,59 @@ uint64_t os_now_precise_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static int stderr_fd = 2;
+/* Set at start-up, or later by brisk_option_set(SHOW_STATS) while other
+ * threads may report: an atomic. */
+static _Atomic(int) stderr_fd = 2;
 
 void os_keep_stderr(void) {
   int saved = errno;
+  int expected = 2;
   int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
-  if (fd >= 0) stderr_fd = fd;
+  if (fd >= 0 && !atomic_compare_exchange_strong_explicit(&stderr_fd, &expected, fd, memory_order_relaxed,
+                                                          memory_order_relaxed))
+    close(fd); /* kept already */
   errno = saved;
 }
 
 void os_write_stderr(const char *s, size_t n) {
   int saved = errno;
+  int fd = atomic_load_explicit(&stderr_fd, memory_order_relaxed);
   while (n > 0) {
-    ssize_t w = write(stderr_fd, s, n);
+    ssize_t w = write(fd, s, n);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
       break;
     }
     s += w;
     n -= (size_t)w;
+  }
+  errno = saved;
+}
+
+void os_process_figures(os_process_figures_t *out) {
+  int saved = errno;
+  out->rss_bytes = out->rss_peak_bytes = out->minor_faults = out->major_faults = 0;
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    out->rss_peak_bytes = (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+    out->minor_faults = (uint64_t)ru.ru_minflt;
+    out->major_faults = (uint64_t)ru.ru_majflt;
+  }
+  /* /proc/self/statm: "size resident shared ..." in pages. */
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n > 0) {
+      buf[n] = '\0';
+      const char *p = buf;
+      while (*p && *p != ' ') p++; /* size */
+      while (*p == ' ') p++;
+      uint64_t pages = 0;
+      for (; *p >= '0' && *p <= '9'; p++) pages = pages * 10 + (uint64_t)(*p - '0');
+      out->rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+    }
   }
   errno = saved;
 }
@@ -296,6 +331,15 @@ void os_file_close(int fd) {
 }
 
 int os_pid(void) { return (int)getpid(); }
+
+bool os_exe_path(char *buf, size_t len) {
+  int saved = errno;
+  ssize_t n = readlink("/proc/self/exe", buf, len);
+  errno = saved;
+  if (n <= 0 || (size_t)n >= len) return false;
+  buf[n] = '\0';
+  return true;
+}
 
 int os_signal_handler(int signo, void (*handler)(int)) {
   struct sigaction sa;

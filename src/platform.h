@@ -50,6 +50,15 @@ BRISK_INTERNAL void os_write_stderr(const char *s, size_t n);
 /* Keep a private copy of stderr, for programs that close fd 2 before
  * exit (coreutils do) while brisk still has statistics to print. */
 BRISK_INTERNAL void os_keep_stderr(void);
+/* The process as the OS sees it (getrusage, /proc/self/statm), read
+ * without allocating; a figure the OS does not give is 0. */
+typedef struct os_process_figures_s {
+  uint64_t rss_bytes;      /* resident now */
+  uint64_t rss_peak_bytes; /* the most ever resident */
+  uint64_t minor_faults;   /* page faults served without I/O */
+  uint64_t major_faults;   /* page faults that read from disk */
+} os_process_figures_t;
+BRISK_INTERNAL void os_process_figures(os_process_figures_t *out);
 BRISK_INTERNAL void os_abort(void) __attribute__((noreturn));
 BRISK_INTERNAL void os_yield(void);
 BRISK_INTERNAL char **os_environ(void);
@@ -81,6 +90,9 @@ BRISK_INTERNAL int os_file_write(int fd, const void *buf, size_t n);
 BRISK_INTERNAL int os_file_copy(const char *src, int fd);
 BRISK_INTERNAL void os_file_close(int fd);
 BRISK_INTERNAL int os_pid(void);
+/* The path of the running program's file (/proc/self/exe), NUL-ended in
+ * buf; false if it cannot be read or does not fit. */
+BRISK_INTERNAL bool os_exe_path(char *buf, size_t len);
 /* Run handler(signo) on the signal (SA_RESTART; replaces the program's
  * handler, if any). */
 BRISK_INTERNAL int os_signal_handler(int signo, void (*handler)(int));

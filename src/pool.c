@@ -26,7 +26,8 @@ void pool_reset_lock(void) { lock_reset(&pool_guard); }
 uint64_t pool_maintain(uint64_t now, bool force) {
   if (atomic_load_relaxed(&pool_count) == 0) return 0;
   uint64_t delay = options_purge_delay_ms();
-  size_t keep = brisk_options.segment_cache < 0 ? 0 : (size_t)brisk_options.segment_cache;
+  int64_t cache = option_load(segment_cache);
+  size_t keep = cache < 0 ? 0 : (size_t)cache;
   segment_t *purge[POOL_PURGES_PER_PASS];
   size_t npurge = 0, seen = 0;
   segment_t *unmap = NULL;
@@ -112,4 +113,19 @@ segment_t *pool_take(bool take_destroyed) {
   }
   lock_release(&pool_guard);
   return seg;
+}
+
+void pool_usage(int64_t *segments, int64_t *free_bytes, int64_t *resident_bytes) {
+  int64_t n = 0, resident = 0;
+  lock_acquire(&pool_guard);
+  for (segment_t *seg = pool_list.first; seg; seg = seg->next) {
+    n++;
+    /* Slices being purged right now (purging) count as gone. */
+    uint64_t dirty = seg->dirty_slices & ~seg->purging & ALL_PAGE_SLICES;
+    resident += (int64_t)__builtin_popcountll(dirty) * (int64_t)SLICE_SIZE;
+  }
+  lock_release(&pool_guard);
+  *segments = n;
+  *free_bytes = n * (int64_t)(SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) * (int64_t)SLICE_SIZE;
+  *resident_bytes = resident;
 }

@@ -5,6 +5,7 @@
 #define BRISK_POOL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "layout.h"
 
@@ -18,6 +19,10 @@ BRISK_INTERNAL segment_t *pool_take(bool take_destroyed);
 /* Purge what is due at `now` (everything when force) and unmap the
  * surplus; returns the next deadline (0: none). */
 BRISK_INTERNAL uint64_t pool_maintain(uint64_t now, bool force);
+
+/* For mallinfo and the statistics: the segments in the pool, the bytes
+ * of their page slices, and how many of those may be resident. */
+BRISK_INTERNAL void pool_usage(int64_t *segments, int64_t *free_bytes, int64_t *resident_bytes);
 
 /* Around fork (thread.c). */
 BRISK_INTERNAL void pool_lock(void);

@@ -24,8 +24,7 @@
 #include "stackwalk.h"
 
 #define PROF_FRAMES 64
-#define PROF_RATE_MIN 1024
-#define PROF_POLL_MS 100 /* a signal's dump waits at most this for the background thread */
+#define PROF_RETRY_MS 20 /* a dump asked for while another runs: tried again after this */
 #define PROF_PATH_MAX 4096
 #define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
 #define PROF_CHUNK ((size_t)1 << 20)
@@ -57,11 +56,8 @@ typedef struct prof_sample_s {
 static brisk_lock_t prof_lock = BRISK_LOCK_INIT;
 static brisk_lock_t dump_lock = BRISK_LOCK_INIT;
 
-/* Settings: written at start-up (prof_init) before other threads exist. */
-static double rate = 524288.0;
-static uint64_t interval;
+/* BRISK_PROFILE_SIGNAL: read at start-up (prof_init), before other threads. */
 static int signo;
-static bool leaks;
 static bool env_read;
 
 /* Under dump_lock. */
@@ -86,7 +82,8 @@ static uint32_t sample_top;   /* entries ever used (0 is never used) */
 static uint32_t sample_free;  /* free list head; 0: none */
 static uint64_t live_samples;
 static double live_bytes;      /* scaled: the in-use estimate */
-static double next_interval_at;
+static double interval_base;   /* the in-use estimate at the last interval dump, or the
+                                  least since: growth is counted from there */
 
 /* ---------------------------------------------------------------------------
  * Arithmetic: libbrisk.so links only the C library, so no libm.
@@ -130,7 +127,7 @@ static double prof_exp_neg(double x) {
 
 /* The probability that a block of `bytes` holds at least one sampled
  * byte: 1 - exp(-bytes / rate), without cancellation for small blocks. */
-static double sample_probability(double bytes) {
+static double sample_probability(double bytes, double rate) {
   double x = bytes / rate;
   if (x >= 0.5) return 1 - prof_exp_neg(x);
   double term = x, sum = 0;
@@ -148,7 +145,12 @@ static uint64_t next_random(prof_heap_t *ph) {
   return z ^ (z >> 31);
 }
 
+/* The sampling rate in force (BRISK_PROFILE_RATE, which may change while
+ * running: each countdown takes the new one at its next draw). */
+static double current_rate(void) { return (double)option_load(profile_rate); }
+
 int64_t prof_draw(prof_heap_t *ph) {
+  double rate = current_rate();
   double u = (double)((next_random(ph) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
   double x = -prof_ln(u) * rate;
   if (x > 4e18) x = 4e18;
@@ -191,6 +193,49 @@ static void *arena_take(size_t size) {
 /* ---------------------------------------------------------------------------
  * Countdowns and cut lists (the owner of the heap).
  * ------------------------------------------------------------------------- */
+/* The fast path's own test: a head it would pop. */
+static inline bool in_page(const page_t *pg, const block_t *b) {
+  return (uintptr_t)b - (uintptr_t)pg->start < pg->area;
+}
+
+static inline bool list_ended(const page_t *pg, const block_t *b) {
+  return b == page_list_end(pg) || b == page_list_cut(pg);
+}
+
+/* The last block of a list of pg that starts with a block (at most
+ * `reserved` steps, so a list made circular by a write after free ends
+ * too), or NULL when it ends in a broken link (the slow path reports it
+ * when it gets there). */
+static block_t *list_tail(const page_t *pg, block_t *b, uint64_t *count) {
+  uint64_t n = 1;
+  for (block_t *next; n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
+  if (count) *count = n;
+  return list_ended(pg, block_next(b)) ? b : NULL;
+}
+
+/* pg's free list goes in front of its local list, and the free list is
+ * the cut: the next allocation from pg takes the slow path, which collects
+ * the local list and counts what it hands to the inline path. */
+static void withdraw(page_t *pg) {
+  block_t *b = pg->free;
+  if (in_page(pg, b)) {
+    block_t *tail = list_tail(pg, b, NULL);
+    if (tail == NULL) return; /* a broken link: left for the slow path to report */
+    if (!list_ended(pg, pg->local_free)) block_set_next(tail, pg->local_free);
+    pg->local_free = b;
+  } else if (!list_ended(pg, b)) {
+    return; /* a broken head, likewise */
+  }
+  pg->free = page_list_cut(pg);
+}
+
+/* Start counting h's allocations: the lists its inline path pops from
+ * (the current pages of the classes up to DIRECT_MAX) are withdrawn. */
+static void attach(heap_t *h) {
+  for (unsigned c = 1; c < CLASS_CACHE_FIRST; c++)
+    if (h->queues[c].first != NULL) withdraw(h->queues[c].first);
+}
+
 prof_heap_t *prof_heap_state(heap_t *h) {
   prof_heap_t *ph = h->prof;
   if (BRISK_UNLIKELY(ph == NULL)) {
@@ -200,21 +245,17 @@ prof_heap_t *prof_heap_state(heap_t *h) {
     if (ph == NULL) return NULL;
     ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
     for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
+    attach(h);
     h->prof = ph;
   }
   if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
   return ph;
 }
 
-/* The fast path's own test: a head it would pop. */
-static inline bool in_page(const page_t *pg, const block_t *b) {
-  return (uintptr_t)b - (uintptr_t)pg->start < pg->area;
-}
-
 void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
   block_t *b = pg->free;
   if (!in_page(pg, b)) return; /* nothing to hand out (or a broken link: reported later) */
-  block_t *end = page_list_end(pg), *cut = page_list_cut(pg);
+  block_t *cut = page_list_cut(pg);
   int64_t size = (int64_t)class_size(c), left = ph->left[c];
   /* Allocations of this class before the one whose bytes reach the count. */
   uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
@@ -225,24 +266,36 @@ void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
     pg->free = cut;
   } else {
     n = 1;
-    for (block_t *next; n < allow && in_page(pg, next = block_next(b)); n++) b = next;
+    for (block_t *next; n < allow && n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
     rest = block_next(b);
-    if (rest != end && !in_page(pg, rest)) { /* a broken link: the fast path reports it */
+    if (!list_ended(pg, rest) && !in_page(pg, rest)) { /* a broken link: the fast path reports it */
       ph->left[c] = left - (int64_t)n * size;
       return;
     }
     block_set_next(b, cut);
   }
-  if (rest != end) {
+  if (!list_ended(pg, rest)) {
     /* The rest waits on the local list, which the slow path takes next. */
-    if (pg->local_free != end) {
-      block_t *tail = rest;
-      for (block_t *next; in_page(pg, next = block_next(tail));) tail = next;
-      block_set_next(tail, pg->local_free);
+    if (!list_ended(pg, pg->local_free)) {
+      block_t *tail = list_tail(pg, rest, NULL);
+      if (tail != NULL) block_set_next(tail, pg->local_free);
     }
     pg->local_free = rest;
   }
   ph->left[c] = left - (int64_t)n * size;
+}
+
+void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg) {
+  if (old == pg) return;
+  if (old != NULL) {
+    /* Counted when exposed, never handed out: they count again when
+     * the page serves its class again. */
+    uint64_t n = 0;
+    if (in_page(old, old->free)) list_tail(old, old->free, &n);
+    ph->left[c] += (int64_t)n * (int64_t)class_size(c);
+    withdraw(old);
+  }
+  if (pg != NULL) withdraw(pg);
 }
 
 /* ---------------------------------------------------------------------------
@@ -327,6 +380,7 @@ static void sample_drop(uint32_t i) {
   live_bytes -= e->bytes;
   live_samples--;
   if (live_samples == 0) live_bytes = 0;
+  if (live_bytes < interval_base) interval_base = live_bytes;
   e->heap->live--;
   e->addr = 0;
   e->next_free = sample_free;
@@ -339,7 +393,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
   ph->busy = 1;
   size_t n = unwind_backtrace(pcs, PROF_FRAMES);
   ph->busy = 0;
-  double weight = 1.0 / sample_probability((double)sampled);
+  double weight = 1.0 / sample_probability((double)sampled, current_rate());
   double bytes = (double)requested * weight;
   bool dump = false;
   lock_acquire(&prof_lock);
@@ -360,8 +414,9 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
     ph->live++;
     live_samples++;
     live_bytes += bytes;
-    if (interval != 0 && live_bytes >= next_interval_at) {
-      next_interval_at = live_bytes + (double)interval;
+    int64_t interval = option_load(profile_interval);
+    if (interval > 0 && live_bytes >= interval_base + (double)interval) {
+      interval_base = live_bytes;
       dump = true;
     }
     pg->prof_slot = i;
@@ -369,7 +424,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
   lock_release(&prof_lock);
   if (dump) {
     atomic_store_relaxed(&dump_requested, 1);
-    background_schedule(os_now_ms(), true);
+    background_kick(os_now_ms());
   }
 }
 
@@ -377,9 +432,10 @@ void prof_forget(page_t *pg) {
   uint32_t i = pg->prof_slot;
   pg->prof_slot = 0;
   lock_acquire(&prof_lock);
-  /* A stale slot (its block went with a destroyed heap) names another
-   * block or none. */
-  if (i < sample_top && samples[i].addr == (uintptr_t)pg->start) sample_drop(i);
+  /* Descriptors are cleared when their span or mapping is handed out
+   * again, so a slot names its own record (unless the record went with
+   * its destroyed heap: then no block is freed through it). */
+  if (i < sample_top && samples[i].addr != 0) sample_drop(i);
   lock_release(&prof_lock);
 }
 
@@ -441,15 +497,25 @@ static void w_hex(writer_t *w, uint64_t v) {
   w_num(w, v, 16);
 }
 
-/* A frame as the collapsed file names it: its symbol, or its address for
- * scripts/brisk-flame.py to look up. */
+/* Text of a frame name or file path, with ';' (between frames) and ' '
+ * (before the count) made '_'. */
+static void w_name(writer_t *w, const char *s) {
+  for (const char *p = s; *p; p++) w_mem(w, (*p == ';' || *p == ' ') ? "_" : p, 1);
+}
+
+/* A frame as the collapsed file names it: its symbol when the dynamic
+ * symbol tables have one, else <file>+0x<address in the file> (which
+ * scripts/brisk-flame.py names with addr2line), else its address. */
 static void w_frame(writer_t *w, uintptr_t pc) {
   const char *name, *object;
   uintptr_t off, obj_off;
   unwind_symbol(pc, &name, &off, &object, &obj_off);
   if (name != NULL && name[0] != '\0') {
-    /* ';' separates frames and ' ' ends the stack: never inside a name */
-    for (const char *p = name; *p; p++) w_mem(w, (*p == ';' || *p == ' ') ? "_" : p, 1);
+    w_name(w, name);
+  } else if (object != NULL) {
+    w_name(w, object);
+    w_str(w, "+");
+    w_hex(w, obj_off);
   } else {
     w_hex(w, pc);
   }
@@ -473,6 +539,7 @@ static bool snap_before(const snap_t *a, const snap_t *b) {
   return a->alloc_b > b->alloc_b;
 }
 
+/* Sift v[i] down a heap ordered so that no parent comes before its children. */
 static void snap_sift(snap_t *v, size_t i, size_t n) {
   for (;;) {
     size_t l = 2 * i + 1, m = i;
@@ -486,7 +553,8 @@ static void snap_sift(snap_t *v, size_t i, size_t n) {
   }
 }
 
-/* Largest in-use bytes first (heap sort: no allocation, no recursion). */
+/* Largest in-use bytes first: a heap sort (no allocation, no recursion)
+ * whose heap keeps the smallest at its root, which goes to the end. */
 static void snap_sort(snap_t *v, size_t n) {
   for (size_t i = n / 2; i-- > 0;) snap_sift(v, i, n);
   for (size_t end = n; end-- > 1;) {
@@ -494,11 +562,6 @@ static void snap_sort(snap_t *v, size_t n) {
     v[0] = v[end];
     v[end] = t;
     snap_sift(v, 0, end);
-  }
-  for (size_t i = 0; i < n / 2; i++) { /* the heap sort leaves it smallest first */
-    snap_t t = v[i];
-    v[i] = v[n - 1 - i];
-    v[n - 1 - i] = t;
   }
 }
 
@@ -658,10 +721,10 @@ static void dump_if_asked(void) {
 }
 
 uint64_t prof_background(uint64_t now) {
-  if (atomic_load_relaxed(&dump_requested)) dump_if_asked();
-  if ((signo != 0 && prof_active()) || atomic_load_relaxed(&dump_requested))
-    return now + PROF_POLL_MS;
-  return 0;
+  if (BRISK_LIKELY(!atomic_load_relaxed(&dump_requested))) return 0;
+  dump_if_asked();
+  /* Another dump was running: this one follows it. */
+  return atomic_load_relaxed(&dump_requested) ? now + PROF_RETRY_MS : 0;
 }
 
 void prof_poll(void) {
@@ -717,7 +780,7 @@ static void leak_report(void) {
   w_str(&w, " stacks (");
   w_u64(&w, sampled);
   w_str(&w, " sampled blocks; one sampled byte per ");
-  w_u64(&w, (uint64_t)rate);
+  w_u64(&w, (uint64_t)option_load(profile_rate));
   w_str(&w, " allocated, on average)\n");
   size_t shown = 0;
   for (size_t i = 0; i < n && shown < PROF_LEAK_STACKS; i++) {
@@ -745,9 +808,15 @@ static void leak_report(void) {
 /* ---------------------------------------------------------------------------
  * Start, stop, the API and the process's life.
  * ------------------------------------------------------------------------- */
+/* The whole handler: async-signal-safe (atomics and a futex wake). The
+ * background thread writes the dump, or, when it does not run, the next
+ * allocation that the profiler counts. */
 static void on_signal(int sig) {
   (void)sig;
-  atomic_store_explicit(&dump_requested, 1, memory_order_relaxed); /* the whole handler */
+  int saved = errno;
+  atomic_store_explicit(&dump_requested, 1, memory_order_relaxed);
+  background_kick(0);
+  errno = saved;
 }
 
 static void sampling_on(void) {
@@ -759,9 +828,6 @@ static void sampling_on(void) {
     }
   }
   atomic_store_relaxed(&brisk_prof_active, 1);
-  /* A signal's dump is written by the background thread: it looks every
-   * PROF_POLL_MS while sampling is on (or by the next sampled slow path). */
-  if (signo != 0) background_schedule(os_now_ms() + PROF_POLL_MS, true);
 }
 
 /* The value of BRISK_PROFILE, read without allocating. */
@@ -776,17 +842,7 @@ void prof_init(void) {
   char **env = os_environ();
   if (env == NULL) return; /* too early: brisk's constructor calls again */
   env_read = true;
-  if (brisk_options.profile_rate < PROF_RATE_MIN) {
-    report_warning("bad value for option BRISK_PROFILE_RATE: %lld (the least is %d; kept the "
-                   "default, 524288)",
-                   (long long)brisk_options.profile_rate, PROF_RATE_MIN);
-    brisk_options.profile_rate = 524288;
-  }
-  rate = (double)brisk_options.profile_rate;
-  interval = brisk_options.profile_interval > 0 ? (uint64_t)brisk_options.profile_interval : 0;
-  next_interval_at = (double)interval;
-  signo = (int)brisk_options.profile_signal;
-  leaks = brisk_options.profile_leaks != 0;
+  signo = (int)option_load(profile_signal);
   const char *p = env_prefix(env);
   if (p != NULL && p[0] != '\0') {
     size_t len = strlen(p);
@@ -798,8 +854,12 @@ void prof_init(void) {
       have_prefix = true;
     }
   }
+  bool leaks = option_load(profile_leaks) != 0;
   if (leaks) os_keep_stderr();
   if (have_prefix || leaks) sampling_on();
+  else if (signo != 0 || option_load(profile_interval) != 0)
+    report_warning("BRISK_PROFILE_%s has no effect without BRISK_PROFILE=<prefix> (or "
+                   "brisk_profile_start)", signo != 0 ? "SIGNAL" : "INTERVAL");
 }
 
 int prof_start(const char *path_prefix) {
@@ -830,7 +890,8 @@ int prof_dump(const char *path) {
     return EINVAL;
   }
   if (path != NULL && strlen(path) >= PROF_PATH_MAX - 16) {
-    report_error("brisk_profile_dump(): a path of %zu bytes is too long", strlen(path));
+    report_error("brisk_profile_dump(): a path of %zu bytes is too long (at most %d)", strlen(path),
+                 PROF_PATH_MAX - 17);
     return ENAMETOOLONG;
   }
   lock_acquire(&dump_lock);
@@ -848,7 +909,13 @@ int prof_dump(const char *path) {
   return err;
 }
 
+void prof_leaks_changed(bool on) {
+  if (on) os_keep_stderr(); /* before: the exit may need it */
+  if (on && !prof_active()) sampling_on();
+}
+
 void prof_at_exit(void) {
+  bool leaks = option_load(profile_leaks) != 0;
   if (!prof_active() && !leaks) return;
   lock_acquire(&dump_lock);
   if (prof_active() && have_prefix) dump_next();
@@ -856,15 +923,14 @@ void prof_at_exit(void) {
   lock_release(&dump_lock);
 }
 
-void prof_fork_prepare(void) {
-  lock_acquire(&dump_lock);
-  lock_acquire(&prof_lock);
-}
+/* The record's lock is held only for table updates, with no call out of
+ * this file but the platform's mmap: the fork waits for it. A dump may
+ * run for long (files, the loader's symbol lookups): the fork does not
+ * wait for it, and the child, which has no dumping thread, starts with
+ * the lock free. */
+void prof_fork_prepare(void) { lock_acquire(&prof_lock); }
 
-void prof_fork_parent(void) {
-  lock_release(&prof_lock);
-  lock_release(&dump_lock);
-}
+void prof_fork_parent(void) { lock_release(&prof_lock); }
 
 void prof_fork_child(void) {
   lock_reset(&prof_lock);
@@ -873,5 +939,4 @@ void prof_fork_child(void) {
    * The blocks the parent had sampled are in the child's memory too. */
   dump_seq = 0;
   atomic_store_relaxed(&dump_requested, 0);
-  if (signo != 0 && prof_active()) background_schedule(os_now_ms() + PROF_POLL_MS, true);
 }

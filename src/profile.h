@@ -13,8 +13,9 @@
  *   frees of large and huge blocks (page.c, free.c):
  *   ── descriptor's prof_slot != 0 ────────► prof_forget
  *   dumps: at exit, brisk_profile_dump, every BRISK_PROFILE_INTERVAL bytes of
- *   growth, on BRISK_PROFILE_SIGNAL (the handler sets a flag; the background
- *   thread, or the next sampled slow path, writes the files)
+ *   growth, on BRISK_PROFILE_SIGNAL (the handler sets a flag and wakes the
+ *   background thread, which writes the files; without it, the next
+ *   counted slow path does)
  *
  * Every byte allocated is sampled with probability 1 / BRISK_PROFILE_RATE:
  * each heap keeps, per size class, the bytes left to the next sampled byte,
@@ -75,6 +76,10 @@ BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
  * path: cut its free list where the countdown runs out, and count what it
  * hands out as allocated. */
 BRISK_INTERNAL void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg);
+/* The current page of class c (<= DIRECT_MAX) changes from old to pg
+ * (either NULL: none): what old's list still held is counted back, and
+ * pg's list waits behind a cut until the slow path exposes it. */
+BRISK_INTERNAL void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg);
 /* Record the sampled block (a large or huge block, descriptor pg) of
  * `requested` bytes, counted as `sampled` bytes: the stack is captured here. */
 BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled);
@@ -83,7 +88,8 @@ BRISK_INTERNAL void prof_forget(page_t *pg) BRISK_NOINLINE;
 /* Every sampled block of h goes (heap_destroy). */
 BRISK_INTERNAL void prof_forget_heap(heap_t *h);
 /* A round of the background thread (heaps_background_round): a dump that
- * was asked for; returns the next deadline (0: none). */
+ * was asked for (by the signal or the interval, which wake the thread);
+ * returns the next deadline (0: none). */
 BRISK_INTERNAL uint64_t prof_background(uint64_t now);
 /* A slow path with no lock held: write a dump that was asked for if no
  * background thread will. */
@@ -92,6 +98,8 @@ BRISK_INTERNAL void prof_poll(void);
 /* Start-up (after the options are read; again when they are read late). */
 BRISK_INTERNAL void prof_init(void);
 BRISK_INTERNAL void prof_at_exit(void);
+/* BRISK_PROFILE_LEAKS set while running (settings.c). */
+BRISK_INTERNAL void prof_leaks_changed(bool on);
 BRISK_INTERNAL void prof_fork_prepare(void);
 BRISK_INTERNAL void prof_fork_parent(void);
 BRISK_INTERNAL void prof_fork_child(void);

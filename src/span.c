@@ -389,3 +389,71 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
   for (segment_t *seg = set->huge.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
 }
+
+/* ---------------------------------------------------------------------------
+ * For the calls that act on every heap (malloc_trim, a new purge delay) and
+ * for heap reuse; appended here, each under the set's lock.
+ * ------------------------------------------------------------------------- */
+
+void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
+  /* Under the lock: a thread walking every heap (usage.c, the purger) may
+   * hold it right now, having seen the heap in use before it was
+   * destroyed and is now reused. */
+  lock_acquire(&set->lock);
+  set->segs.first = set->segs.last = NULL;
+  set->huge.first = set->huge.last = NULL;
+  set->count = 0;
+  field_store_relaxed(&set->next_purge_ms, 0);
+  set->owner_tid = tid;
+  set->heap = heap;
+  set->fresh_only = false;
+  lock_release(&set->lock);
+}
+
+uint64_t segment_set_purge_forced(segment_set_t *set) {
+  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
+  for (;;) {
+    /* As segment_set_purge_idle, but every free slice that may be resident,
+     * due or not, and waiting for the owner's lock rather than trying it. */
+    lock_acquire(&set->lock);
+    size_t n = 0;
+    uint64_t next = 0;
+    for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+      uint64_t mask = seg->free_slices & seg->dirty_slices;
+      if (mask && n < PURGE_CLAIMS_PER_PASS) {
+        seg->dirty_slices &= ~mask;
+        seg->purge_slices &= ~mask;
+        seg->purge_later &= ~mask;
+        if ((seg->purge_slices | seg->purge_later) == 0) seg->purge_at_ms = 0;
+        seg->free_slices &= ~mask;
+        seg->purging |= mask;
+        claims[n++] = (purge_claim_t){seg, mask};
+      }
+      next = earlier(next, seg->purge_at_ms);
+    }
+    field_store_relaxed(&set->next_purge_ms, next);
+    lock_release(&set->lock);
+    if (n == 0) return next;
+    for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
+    lock_acquire(&set->lock);
+    for (size_t i = 0; i < n; i++) {
+      segment_t *seg = claims[i].seg;
+      seg->purging &= ~claims[i].mask;
+      seg->free_slices |= claims[i].mask;
+      set_note_free(set, seg);
+    }
+    lock_release(&set->lock);
+  }
+}
+
+uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay) {
+  uint64_t latest = now + delay, next = 0;
+  lock_acquire(&set->lock);
+  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+    if (seg->purge_at_ms > latest) seg->purge_at_ms = latest;
+    next = earlier(next, seg->purge_at_ms);
+  }
+  field_store_relaxed(&set->next_purge_ms, next);
+  lock_release(&set->lock);
+  return next;
+}

@@ -40,6 +40,14 @@ BRISK_INLINE size_t large_slices(size_t size) {
   size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
   return (size + guard + SLICE_SIZE - 1) >> SLICE_SHIFT;
 }
+/* The usable size a new large block of `size` bytes gets (brisk_good_size
+ * asks it): the request rounded up to the OS page, or in the hardened build
+ * its whole span, the guard page aside. large_usable below is the same rule
+ * for a block already in a span. */
+BRISK_INLINE size_t large_usable_size(size_t size) {
+  if (BRISK_HARDENED) return (large_slices(size) << SLICE_SHIFT) - HARDENED_GUARD;
+  return (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+}
 /* Give a span back to its segment; its slices are purged after the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
 /* Grow a large span in place by taking the free slices after it. */
@@ -73,6 +81,17 @@ BRISK_INTERNAL void segment_set_set_owner(segment_set_t *set, uintptr_t tid);
 BRISK_INTERNAL void segment_set_adopt_huge(segment_set_t *set, segment_t *seg);
 /* The owner frees a huge block of its set. */
 BRISK_INTERNAL void segment_set_free_huge(segment_set_t *set, page_t *pg);
+
+/* A set for a heap's new life (heap creation and reuse): empty, owned by
+ * tid, under its lock (a thread walking every heap may hold it). */
+BRISK_INTERNAL void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid);
+/* malloc_trim: purge every free slice of a set that may be resident, due
+ * or not, while its owner may be running (as segment_set_purge_idle, but
+ * waiting for the lock). Returns the set's next deadline (0: none). */
+BRISK_INTERNAL uint64_t segment_set_purge_forced(segment_set_t *set);
+/* A new, shorter purge delay: no deadline of the set lies beyond
+ * now + delay any more. Returns the set's next deadline (0: none). */
+BRISK_INTERNAL uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay);
 
 /* The memory kept for all heaps: the pool of empty segments and the huge
  * cache and tails; returns what is past the delay at `now` (all when

@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <unwind.h>
 
+#include "platform.h"
+
 /* The executable segment of the object that holds brisk's code, when that
  * object is not the main program (a frame there is brisk's own). */
 static uintptr_t self_lo, self_hi;
@@ -74,17 +76,41 @@ size_t unwind_backtrace(uintptr_t *pcs, size_t max) {
   return w.n;
 }
 
+/* The main program's file, read once (/proc/self/exe); NULL if unknown. */
+static char exe_buf[4096];
+static _Atomic(int) exe_known; /* 0: not read, 1: reading, 2: read, 3: unknown */
+
+static const char *exe_path(void) {
+  int state = atomic_load_explicit(&exe_known, memory_order_acquire);
+  if (state == 0) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&exe_known, &expected, 1)) return NULL;
+    state = os_exe_path(exe_buf, sizeof(exe_buf)) ? 2 : 3;
+    atomic_store_explicit(&exe_known, state, memory_order_release);
+  }
+  return state == 2 ? exe_buf : NULL;
+}
+
 void unwind_symbol(uintptr_t addr, const char **name, uintptr_t *offset, const char **object,
                    uintptr_t *object_offset) {
   Dl_info info;
+  struct link_map *map = NULL;
   *name = NULL;
   *offset = 0;
   *object = NULL;
   *object_offset = 0;
-  if (dladdr((void *)addr, &info) == 0) return;
+  if (dladdr1((void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP) == 0) return;
+  /* The main program has an empty name in the link map: dladdr gives the
+   * name it was started by. */
+  if (map != NULL && map->l_name != NULL && map->l_name[0] == '\0') {
+    /* The main program: its link map has no name, and dladdr's is the one
+     * it was started by, relative to the directory it started in. */
+    const char *exe = exe_path();
+    if (exe != NULL) info.dli_fname = exe;
+  }
   if (info.dli_fname != NULL && info.dli_fname[0] != '\0') {
     *object = info.dli_fname;
-    *object_offset = addr - (uintptr_t)info.dli_fbase;
+    *object_offset = addr - (map != NULL ? (uintptr_t)map->l_addr : (uintptr_t)info.dli_fbase);
   }
   if (info.dli_sname != NULL && info.dli_saddr != NULL) {
     *name = info.dli_sname;

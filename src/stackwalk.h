@@ -9,8 +9,8 @@
  * neither. Built into another program (libbrisk.a, the Rust crate), the
  * unwinder is the program's own libgcc.
  *
- * Layer 1 (beside the platform layer): calls only libgcc and the C
- * library's loader queries (dl_iterate_phdr, dladdr). */
+ * Layer 1, after platform.c: calls the platform layer, libgcc's unwinder
+ * and the C library's loader queries (dl_iterate_phdr, dladdr1). */
 #ifndef BRISK_STACKWALK_H
 #define BRISK_STACKWALK_H
 
@@ -30,8 +30,9 @@ BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max);
 
 /* The symbol that contains addr, if the dynamic symbol tables name one:
  * *name (NULL if none) and *offset into it; *object the file of the
- * mapping that holds addr (NULL if none) and *object_offset of addr from
- * its load base. Takes the loader's lock: never call it from a path that
+ * mapping that holds addr (NULL if none) and *object_offset, the address
+ * in that file (addr less the object's load bias: what addr2line and nm
+ * take). Takes the loader's lock: never call it from a path that
  * may hold brisk's locks while the loader allocates. */
 BRISK_INTERNAL void unwind_symbol(uintptr_t addr, const char **name, uintptr_t *offset,
                                   const char **object, uintptr_t *object_offset);

@@ -12,6 +12,7 @@
 #include "report.h"
 #include "counters.h"
 #include "stats.h"
+#include "usage.h"
 
 __thread heap_t *brisk_tls_heap = &brisk_heap_empty;
 
@@ -102,9 +103,9 @@ void process_init(void) {
   if (atomic_cas_strong_acq_rel(&init_state, &expected, INIT_RUNNING)) {
     atomic_store_relaxed(&init_thread, os_thread_id());
     options_init();
-    prof_init();
     block_keys_init(os_random_seed());
     background_init(heaps_background_round, service_thread_start);
+    prof_init();
     os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
     /* May allocate (it is ready now): registered before any thread exists
@@ -167,9 +168,11 @@ __attribute__((constructor)) static void brisk_constructor(void) {
 
 __attribute__((destructor)) static void brisk_destructor(void) {
   prof_at_exit();
-  if (brisk_options.show_stats) {
+  if (option_load(show_stats)) {
     heap_t *h = thread_heap();
     if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);
-    stats_print_at_exit();
+    stats_usage_t usage;
+    usage_collect(&usage);
+    stats_print_stderr(&usage);
   }
 }

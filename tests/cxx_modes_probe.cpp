@@ -179,7 +179,7 @@ static int fail(const char *what) {
   brisk::session_arena moved_sa;
   { brisk::heap_resource keep(std::move(moved_hr)); }
   { brisk::session_arena keep(std::move(moved_sa)); }
-  brisk_collect();  // no kept huge mapping may serve the request
+  brisk_collect(true);  // no kept huge mapping may serve the request
   brisk_fault_injection(0, 0);
 #if PROBE_EXCEPTIONS
   try {

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -894,7 +895,7 @@ static void test_errno_and_mixing(void) {
     for (int i = 0; i < M; i++) free(many[i]);
     CHECK(errno == EDOM, "a burst of %d frees changed errno to %d", M, errno);
     errno = EDOM;
-    brisk_collect();
+    brisk_collect(true);
     void *big = malloc(8u << 20);
     free(big);
     CHECK(errno == EDOM, "free after brisk_collect changed errno to %d", errno);
@@ -1146,8 +1147,8 @@ static void test_version_stats(void) {
   for (int i = 0; i < 100; i += 2) { free(keep[i]); keep[i] = NULL; }
   void *big = malloc(30u << 20);
   free(big);
-  brisk_collect();
-  brisk_collect();
+  brisk_collect(true);
+  brisk_collect(true);
   for (int i = 1; i < 100; i += 2)
     CHECK(check_byte(keep[i], (size_t)i * 100 + 1, (unsigned char)i) == (size_t)-1,
           "a live block of %d bytes changed across brisk_collect", i * 100 + 1);
@@ -1163,12 +1164,374 @@ static void test_version_stats(void) {
   CHECK(big && check_byte(big, 30u << 20, 0) == (size_t)-1, "calloc(30 MiB) after collect not zero");
   free(big);
   for (int i = 0; i < 100; i++) free(keep[i]);
-  brisk_collect();
+  brisk_collect(true);
   void *after = malloc(48);
   CHECK(after != NULL && brisk_owns(after), "malloc after the last brisk_collect failed");
   free(after);
   size_t again = brisk_stats_json(NULL, 0);
   CHECK(again > 2, "brisk_stats_json after collect returned %zu", again);
+  section_end();
+}
+
+
+/* ------------------------------------------------------------------ */
+/* brisk_good_size, brisk_malloc_usable                                  */
+
+/* good_size(n) is what a block of n gets: every size up to 64 KiB, then a
+ * sweep of large and huge sizes (slice and page boundaries, both sides). */
+static void test_good_size(void) {
+  section_begin("brisk_good_size = usable size");
+  long bad = 0;
+  size_t prev = 0;
+  for (size_t n = 0; n <= 65536; n++) {
+    void *p = brisk_malloc(opaque_size(n));
+    size_t g = brisk_good_size(n), u = p ? brisk_usable_size(p) : 0;
+    if ((g != u || g < n || g < prev) && bad++ < 5)
+      FAIL("brisk_good_size(%zu) = %zu, the block's usable size %zu (previous size: %zu)", n, g, u, prev);
+    prev = g;
+    brisk_free(p);
+  }
+  static size_t sizes[2000];
+  size_t ns = 0;
+  for (size_t n = 65536; n <= ((size_t)2 << 20) + 65536; n += 4096, ns++) sizes[ns] = n + (ns % 7) * 3;
+  for (size_t k = 1; k <= 33; k++) {
+    sizes[ns++] = k * 65536 - 1;
+    sizes[ns++] = k * 65536 + 1;
+  }
+  for (double d = (double)((size_t)2 << 20); d <= (double)((size_t)64 << 20); d *= 1.07) {
+    sizes[ns++] = (size_t)d;
+    sizes[ns++] = ((size_t)d & ~(size_t)4095) + 1;
+  }
+  for (size_t i = 0; i < ns; i++) {
+    size_t n = sizes[i], u1 = 0;
+    void *p = (i & 1) ? malloc(opaque_size(n)) : brisk_malloc_usable(opaque_size(n), &u1);
+    if (!p) { FAIL("allocation of %zu bytes failed", n); continue; }
+    size_t g = brisk_good_size(n), u = brisk_usable_size(p);
+    if ((g != u || g < n || (!(i & 1) && u1 != u)) && bad++ < 10)
+      FAIL("brisk_good_size(%zu) = %zu, usable size %zu, brisk_malloc_usable said %zu", n, g, u, u1);
+    free(p);
+  }
+  CHECK(bad == 0, "%ld sizes where brisk_good_size differs from the block", bad);
+  CHECK(brisk_good_size(SIZE_MAX) == 0 && brisk_good_size(SIZE_MAX - 4096) == 0,
+        "brisk_good_size of an impossible size: %zu, %zu (0 expected)", brisk_good_size(SIZE_MAX),
+        brisk_good_size(SIZE_MAX - 4096));
+  section_end();
+
+  section_begin("brisk_malloc_usable");
+  size_t u = 0;
+  char *p = brisk_malloc_usable(opaque_size(100), &u);
+  CHECK(p != NULL && u == brisk_usable_size(p) && u == brisk_good_size(100), "brisk_malloc_usable(100): %p, %zu", p, u);
+  if (p) memset(p, 0x7e, u); /* all of it may be used */
+  brisk_free(p);
+  p = brisk_malloc_usable(opaque_size(300000), NULL); /* no place for the size: fine */
+  CHECK(p != NULL && brisk_owns(p), "brisk_malloc_usable(300000, NULL) = %p", p);
+  brisk_free(p);
+  u = 12345;
+  errno = 0;
+  p = brisk_malloc_usable(opaque_size(SIZE_MAX - 4096), &u);
+  CHECK(p == NULL && u == 0 && errno == ENOMEM, "brisk_malloc_usable(SIZE_MAX - 4096): %p, usable %zu, errno %d", p,
+        u, errno);
+  section_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* brisk_zalloc, brisk_heap_zalloc, brisk_rezalloc                       */
+
+/* Leave freed, dirty blocks of n bytes behind, for the next allocations of
+ * that size to reuse. */
+static void dirty_blocks(size_t n, int count) {
+  void *b[16];
+  for (int i = 0; i < count && i < 16; i++) {
+    b[i] = malloc(opaque_size(n));
+    if (b[i]) memset(b[i], 0xAB, malloc_usable_size(b[i]));
+  }
+  for (int i = 0; i < count && i < 16; i++) free(b[i]);
+}
+
+static void test_zalloc(void) {
+  section_begin("brisk_zalloc / brisk_heap_zalloc");
+  const size_t sizes[] = {0, 1, 16, 100, 1000, 1024, 1100, 5000, 40000, 65536, 100000, 300000, 3u << 20};
+  brisk_heap_t *h = brisk_heap_new();
+  CHECK(h != NULL, "brisk_heap_new failed");
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t n = sizes[i];
+    dirty_blocks(n, 8);
+    void *p = brisk_zalloc(opaque_size(n));
+    CHECK(p != NULL, "brisk_zalloc(%zu) failed", n);
+    if (p) {
+      size_t u = brisk_usable_size(p), off = check_byte(p, u, 0);
+      CHECK(off == (size_t)-1, "brisk_zalloc(%zu): byte %zu of %zu usable is not zero", n, off, u);
+    }
+    void *q[8];
+    for (int k = 0; k < 8; k++) {
+      q[k] = brisk_heap_malloc(h, opaque_size(n));
+      if (q[k]) memset(q[k], 0xCD, brisk_usable_size(q[k]));
+    }
+    for (int k = 0; k < 8; k++) brisk_free(q[k]);
+    void *z = brisk_heap_zalloc(h, opaque_size(n));
+    CHECK(z != NULL, "brisk_heap_zalloc(%zu) failed", n);
+    if (z) {
+      size_t u = brisk_usable_size(z), off = check_byte(z, u, 0);
+      CHECK(off == (size_t)-1, "brisk_heap_zalloc(%zu): byte %zu of %zu usable is not zero", n, off, u);
+      void *c = brisk_heap_calloc(h, 1, opaque_size(n));
+      CHECK(c != NULL && check_byte(c, n, 0) == (size_t)-1, "brisk_heap_calloc(1, %zu) is not zero", n);
+      brisk_free(c);
+    }
+    brisk_free(z);
+    brisk_free(p);
+  }
+  brisk_heap_destroy(h);
+  section_end();
+}
+
+static void test_rezalloc(void) {
+  section_begin("brisk_rezalloc");
+  /* grows and moves: what it copied stays, the rest up to the usable size is zero */
+  dirty_blocks(5000, 16);
+  char *p = brisk_zalloc(opaque_size(100));
+  fill_pat(p, 100, 1);
+  char *q = brisk_rezalloc(p, opaque_size(5000));
+  CHECK(q != NULL, "brisk_rezalloc(p, 5000) failed");
+  if (q) {
+    size_t u = brisk_usable_size(q);
+    CHECK(check_pat(q, 100, 1) == (size_t)-1, "brisk_rezalloc lost the first 100 bytes");
+    size_t off = check_byte(q + 100, u - 100, 0);
+    CHECK(off == (size_t)-1, "brisk_rezalloc(100 -> 5000): byte %zu of %zu is not zero", off + 100, u);
+    /* shrinks and moves (to a dirty block): beyond the bytes copied, zero */
+    fill_pat(q, 5000, 2);
+    dirty_blocks(100, 16);
+    char *r = brisk_rezalloc(q, opaque_size(100));
+    CHECK(r != NULL && check_pat(r, 100, 2) == (size_t)-1, "brisk_rezalloc(5000 -> 100) lost data");
+    if (r) {
+      size_t ur = brisk_usable_size(r);
+      CHECK(check_byte(r + 100, ur - 100, 0) == (size_t)-1, "brisk_rezalloc(5000 -> 100): bytes 100..%zu not zero", ur);
+      q = r;
+    }
+  }
+  brisk_free(q);
+
+  /* a large block grows in place over a freed, dirty neighbour */
+  brisk_heap_t *h = brisk_heap_new();
+  char *a = brisk_heap_zalloc(h, opaque_size(100000));
+  char *b = brisk_heap_malloc(h, opaque_size(100000));
+  CHECK(a && b && b == a + 131072, "test premise: two 100000-byte blocks of a new heap at %p and %p, not adjacent",
+        (void *)a, (void *)b);
+  if (a && b) {
+    memset(b, 0xEE, brisk_usable_size(b));
+    brisk_free(b);
+    fill_pat(a, 100000, 3);
+    size_t old = brisk_usable_size(a);
+    char *g = brisk_rezalloc(a, opaque_size(190000));
+    CHECK(g == a, "brisk_rezalloc(100000 -> 190000) over a free neighbour moved the block (%p -> %p)", (void *)a,
+          (void *)g);
+    if (g) {
+      size_t u = brisk_usable_size(g);
+      CHECK(u >= 190000 && check_pat(g, 100000, 3) == (size_t)-1, "in-place growth: usable %zu, data lost", u);
+      size_t off = check_byte(g + 100000, u - 100000, 0);
+      CHECK(off == (size_t)-1, "in-place growth: byte %zu of %zu not zero (old usable %zu)", off + 100000, u, old);
+      a = g;
+    }
+    brisk_free(a);
+  }
+  brisk_heap_destroy(h);
+
+  /* huge */
+  char *z = brisk_zalloc(opaque_size(3u << 20));
+  if (z) {
+    fill_pat(z, 1000, 4);
+    char *y = brisk_rezalloc(z, opaque_size(5u << 20));
+    CHECK(y != NULL && check_pat(y, 1000, 4) == (size_t)-1, "brisk_rezalloc(3 MiB -> 5 MiB) lost data");
+    if (y) {
+      size_t off = check_byte(y + 1000, brisk_usable_size(y) - 1000, 0);
+      CHECK(off == (size_t)-1, "brisk_rezalloc(3 MiB -> 5 MiB): byte %zu not zero", off + 1000);
+      z = y;
+    }
+  }
+  brisk_free(z);
+
+  /* NULL: brisk_zalloc; 0: frees */
+  dirty_blocks(700, 16);
+  char *n = brisk_rezalloc(NULL, opaque_size(700));
+  CHECK(n != NULL && check_byte(n, brisk_usable_size(n), 0) == (size_t)-1, "brisk_rezalloc(NULL, 700) not zero");
+  CHECK(brisk_rezalloc(n, 0) == NULL, "brisk_rezalloc(p, 0) did not free and return NULL");
+
+  /* a block of glibc's: moved to brisk, its bytes kept, the rest zero */
+  char *g = __libc_malloc(200);
+  if (g) {
+    fill_pat(g, 200, 5);
+    char *m = brisk_rezalloc(g, opaque_size(3000));
+    CHECK(m != NULL && brisk_owns(m) && check_pat(m, 200, 5) == (size_t)-1, "brisk_rezalloc of a glibc block: %p",
+          (void *)m);
+    brisk_free(m);
+  }
+  section_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* brisk_expand                                                          */
+
+typedef struct {
+  void *p;
+  size_t size;
+  void *result;
+} expand_job_t;
+static void *expand_thread(void *arg) {
+  expand_job_t *j = arg;
+  j->result = brisk_expand(j->p, j->size);
+  return NULL;
+}
+
+static void test_expand(void) {
+  section_begin("brisk_expand");
+  CHECK(brisk_expand(NULL, 10) == NULL, "brisk_expand(NULL, 10) is not NULL");
+  char *p = brisk_malloc(opaque_size(100));
+  fill_pat(p, 100, 6);
+  size_t u = brisk_usable_size(p);
+  CHECK(brisk_expand(p, u) == p && brisk_expand(p, 10) == p && brisk_expand(p, 0) == p,
+        "brisk_expand of a 100-byte block within its %zu usable bytes did not return it", u);
+  CHECK(brisk_expand(p, u + 1) == NULL, "brisk_expand grew a block of a size class beyond its class");
+  CHECK(brisk_usable_size(p) == u && check_pat(p, 100, 6) == (size_t)-1, "a failed brisk_expand changed the block");
+  brisk_free(p);
+
+  /* large: in place over free slices only, on the owner's thread only */
+  brisk_heap_t *h = brisk_heap_new();
+  char *a = brisk_heap_malloc(h, opaque_size(100000));
+  char *b = brisk_heap_malloc(h, opaque_size(100000));
+  if (a && b && b == a + 131072) {
+    fill_pat(a, 100000, 7);
+    CHECK(brisk_expand(a, 150000) == NULL, "brisk_expand grew a large block over its neighbour");
+    brisk_free(b);
+    expand_job_t j = {a, 150000, (void *)1};
+    pthread_t t;
+    pthread_create(&t, NULL, expand_thread, &j);
+    pthread_join(t, NULL);
+    CHECK(j.result == NULL && brisk_usable_size(a) == brisk_good_size(100000),
+          "brisk_expand of a large block on another thread: %p, usable %zu", j.result, brisk_usable_size(a));
+    CHECK(brisk_expand(a, 150000) == a, "brisk_expand(100000 -> 150000) over free slices failed");
+    CHECK(brisk_usable_size(a) == brisk_good_size(150000) && check_pat(a, 100000, 7) == (size_t)-1,
+          "after brisk_expand: usable %zu (good size %zu), data %s", brisk_usable_size(a), brisk_good_size(150000),
+          check_pat(a, 100000, 7) == (size_t)-1 ? "kept" : "lost");
+    CHECK(brisk_expand(a, 3u << 20) == NULL, "brisk_expand made a large block huge");
+    CHECK(brisk_expand(a, 1000) == a && brisk_usable_size(a) == brisk_good_size(150000),
+          "brisk_expand to a smaller size did not keep the block as it is");
+  } else {
+    FAIL("test premise: two 100000-byte blocks of a new heap at %p and %p, not adjacent", (void *)a, (void *)b);
+  }
+  brisk_heap_destroy(h);
+
+  /* huge: shrinks in its mapping, grows back into what it kept */
+  char *z = brisk_malloc(opaque_size(8u << 20));
+  if (z) {
+    fill_pat(z, 4u << 20, 8);
+    CHECK(brisk_expand(z, 4u << 20) == z, "brisk_expand(8 MiB -> 4 MiB) failed");
+    size_t zu = brisk_usable_size(z);
+    CHECK(zu >= (4u << 20) && zu < (8u << 20), "after shrinking to 4 MiB, usable %zu", zu);
+    CHECK(check_pat(z, 4u << 20, 8) == (size_t)-1, "brisk_expand(8 MiB -> 4 MiB) lost data");
+    char *g = brisk_expand(z, 8u << 20);
+    if (brisk_stat("hardened") == 0)
+      CHECK(g == z, "brisk_expand(4 MiB -> 8 MiB) into the tail it kept failed");
+    if (g) CHECK(brisk_usable_size(z) >= (8u << 20), "grown back: usable %zu", brisk_usable_size(z));
+    else CHECK(brisk_usable_size(z) == zu, "a failed growth changed the usable size");
+    CHECK(check_pat(z, 4u << 20, 8) == (size_t)-1, "growing back lost data");
+    brisk_free(z);
+  }
+
+  /* a block of glibc's cannot be resized by brisk: NULL, quietly */
+  char *gl = __libc_malloc(100);
+  if (gl) {
+    CHECK(brisk_expand(gl, 50) == NULL, "brisk_expand of a glibc block did not fail");
+    __libc_free(gl);
+  }
+  section_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* statistics: reset, the calling thread's view, the process's figures   */
+
+static void test_stats_reset(void) {
+  section_begin("brisk_stats_reset");
+  char *big = malloc(opaque_size(100u << 20));
+  if (big) big[0] = 1;
+  free(big);
+  brisk_collect(true);
+  double peak = brisk_stat("mapped_bytes_peak");
+  CHECK(peak >= (100u << 20), "test premise: mapped_bytes_peak %g after a 100 MiB block", peak);
+  free(malloc(opaque_size(300000)));
+  brisk_stats_reset();
+  double peak2 = brisk_stat("mapped_bytes_peak"), now = brisk_stat("mapped_bytes");
+  CHECK(peak2 <= peak - (80u << 20) && peak2 >= now,
+        "after brisk_stats_reset: mapped_bytes_peak %g (%g before), mapped_bytes %g", peak2, peak, now);
+  CHECK(brisk_stat("large_allocs") == 0 && brisk_stat("huge_allocs") == 0 && brisk_stat("errors") == 0 &&
+            brisk_stat("huge_bytes_peak") == brisk_stat("huge_bytes"),
+        "after brisk_stats_reset: large_allocs %g, huge_allocs %g, huge_bytes_peak %g", brisk_stat("large_allocs"),
+        brisk_stat("huge_allocs"), brisk_stat("huge_bytes_peak"));
+  void *l = malloc(opaque_size(300000));
+  CHECK(brisk_stat("large_allocs") == 1, "a large allocation after the reset: large_allocs %g",
+        brisk_stat("large_allocs"));
+  free(l);
+  section_end();
+}
+
+static double json_key(const char *json, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *s = strstr(json, pat);
+  return s ? strtod(s + strlen(pat), NULL) : -1;
+}
+
+static double thread_stat(const char *key) {
+  char buf[1024];
+  size_t n = brisk_thread_stats_json(buf, sizeof buf);
+  if (n == 0 || n >= sizeof buf) return -1;
+  return json_key(buf, key);
+}
+
+static void *thread_view_body(void *arg) {
+  int *fails = arg;
+#define TCHECK(c, ...) do { if (!(c)) { (*fails)++; printf("[api] FAIL thread view: " __VA_ARGS__); printf("\n"); } } while (0)
+  TCHECK(thread_stat("blocks_in_use") == 0 && thread_stat("segments") == 0,
+         "a new thread's view: blocks_in_use %g, segments %g", thread_stat("blocks_in_use"), thread_stat("segments"));
+  void *s[100], *l[3];
+  for (int i = 0; i < 100; i++) s[i] = malloc(opaque_size(100));
+  for (int i = 0; i < 3; i++) l[i] = malloc(opaque_size(300000));
+  void *hg = malloc(opaque_size(5u << 20));
+  TCHECK(thread_stat("blocks_in_use") == 103, "100 small and 3 large blocks: blocks_in_use %g",
+         thread_stat("blocks_in_use"));
+  TCHECK(thread_stat("large_blocks") == 3 && thread_stat("large_bytes") == 3.0 * (double)brisk_good_size(300000),
+         "3 large blocks: large_blocks %g, large_bytes %g", thread_stat("large_blocks"), thread_stat("large_bytes"));
+  TCHECK(thread_stat("huge_blocks") == 0 && thread_stat("segments") >= 1,
+         "a thread's huge block belongs to no heap: huge_blocks %g; segments %g", thread_stat("huge_blocks"),
+         thread_stat("segments"));
+  for (int i = 0; i < 100; i++) free(s[i]);
+  for (int i = 0; i < 3; i++) free(l[i]);
+  free(hg);
+  TCHECK(thread_stat("blocks_in_use") == 0 && thread_stat("large_blocks") == 0,
+         "all freed: blocks_in_use %g, large_blocks %g", thread_stat("blocks_in_use"), thread_stat("large_blocks"));
+#undef TCHECK
+  return NULL;
+}
+
+static void test_thread_and_process_view(void) {
+  section_begin("thread view, process figures");
+  int fails = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, thread_view_body, &fails);
+  pthread_join(t, NULL);
+  if (fails) FAIL("%d checks of brisk_thread_stats_json failed", fails);
+  CHECK(brisk_thread_stats_json(NULL, 0) > 10, "brisk_thread_stats_json(NULL, 0) returned no length");
+
+  brisk_collect(true); /* nothing purged meanwhile lowers what follows */
+  double rss0 = brisk_stat("process_rss_bytes"), faults0 = brisk_stat("process_minor_faults");
+  size_t n = 64u << 20;
+  char *m = malloc(opaque_size(n));
+  if (m) memset(m, 1, n);
+  double rss1 = brisk_stat("process_rss_bytes"), peak = brisk_stat("process_rss_peak_bytes");
+  double faults1 = brisk_stat("process_minor_faults");
+  CHECK(rss0 > 0 && rss1 >= rss0 + (56u << 20), "touching 64 MiB: process_rss_bytes %g -> %g", rss0, rss1);
+  CHECK(peak >= rss1, "process_rss_peak_bytes %g below process_rss_bytes %g", peak, rss1);
+  CHECK(faults1 >= faults0 + 15000, "touching 64 MiB: process_minor_faults %g -> %g", faults0, faults1);
+  CHECK(brisk_stat("process_major_faults") >= 0, "no process_major_faults");
+  free(m);
   section_end();
 }
 
@@ -1185,6 +1548,12 @@ int main(void) {
   test_owns();
   test_errno_and_mixing();
   test_version_stats();
+  test_good_size();
+  test_zalloc();
+  test_rezalloc();
+  test_expand();
+  test_thread_and_process_view();
+  test_stats_reset();
   long errors = brisk_errors_reported();
   if (errors != 0) {
     printf("[api] FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);

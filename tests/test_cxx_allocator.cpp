@@ -648,7 +648,7 @@ void test_failure() {
   CHECK(throws_bad_alloc([&] { (void)gb.allocate(huge / sizeof(big)); }),
         "brisk::allocator: allocate of 4 TiB did not throw bad_alloc");
   // the OS has no memory: a 64 MiB request must ask for it
-  brisk_collect();
+  brisk_collect(true);
   brisk_fault_injection(0, 0);
   CHECK(throws_bad_alloc([&] { (void)gb.allocate(64); }), "brisk::allocator: no bad_alloc under fault injection");
   CHECK(throws_bad_alloc([&] { (void)hb.allocate(64); }), "heap_allocator: no bad_alloc under fault injection");

@@ -1030,7 +1030,7 @@ static void rlimit_child(void) {
     if (round == 0) bytes_first = bytes;
     else if (bytes < bytes_first / 2)
       fail("RLIMIT_AS: after freeing everything only %zu of %zu bytes could be allocated again", bytes, bytes_first);
-    brisk_collect();
+    brisk_collect(true);
   }
   if (brisk_errors_reported() != 0) fail("RLIMIT_AS child: brisk reported %ld bad inputs", brisk_errors_reported());
   exit(g_failures ? 1 : 0);

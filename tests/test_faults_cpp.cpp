@@ -177,7 +177,7 @@ int main() {
   }
   // Freed huge mappings wait in brisk's cache and serve a request without
   // asking the OS; return them so that the next huge request must.
-  brisk_collect();
+  brisk_collect(true);
   faults_all();
   g_handler_calls = 0;
   std::set_new_handler(handler_gives_up);

@@ -628,7 +628,7 @@ static void test_class_cache_exit(void) {
       return;
     }
     pthread_join(t, NULL);
-    brisk_collect();
+    brisk_collect(true);
     if (run == 0) before = proc_stat("pages");
     else after = proc_stat("pages");
   }
@@ -695,7 +695,7 @@ static void *xfree_thread(void *arg) {
     if (!stamp_ok(job->blocks[i], job->sizes[i], job->seeds[i])) job->bad++;
     brisk_free(job->blocks[i]);
   }
-  brisk_collect(); /* hand over what is still batched */
+  brisk_collect(true); /* hand over what is still batched */
   return NULL;
 }
 
@@ -821,7 +821,7 @@ static void *pd_thread(void *arg) {
     own_heap_work(me, me->iters, round);
     /* free blocks of the new heap (same object, likely) */
     for (long i = 0; i < me->nnew; i++) brisk_free(me->new_blocks[i]);
-    brisk_collect();
+    brisk_collect(true);
     own_heap_work(me, me->iters / 4, round + 1000);
     pthread_barrier_wait(&pd_bar); /* D: main checks */
   }
@@ -959,7 +959,7 @@ typedef struct {
 static void *free_all_thread(void *arg) {
   free_all_job_t *job = arg;
   for (long i = 0; i < job->n; i++) brisk_free(job->blocks[i]);
-  brisk_collect();
+  brisk_collect(true);
   return NULL;
 }
 static pthread_barrier_t rr_bar;
@@ -1115,7 +1115,7 @@ static void test_huge_tails(void) {
   section_begin("huge memory kept for reuse (cache and tails)");
   const size_t mib = (size_t)1 << 20;
   const double budget = 128.0 * mib;
-  brisk_collect();
+  brisk_collect(true);
   CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
   bool retains = proc_stat("hardened") == 0 && proc_stat("purge_delay_ms") > 0;
   double delay_ms = proc_stat("purge_delay_ms");
@@ -1198,7 +1198,7 @@ static void test_huge_tails(void) {
   }
   for (int i = 0; i < 3; i++) brisk_free(s[i]);
   CHECK(proc_stat("huge_retained") <= budget, "huge_retained %g", proc_stat("huge_retained"));
-  brisk_collect();
+  brisk_collect(true);
   CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
   section_end();
 }
@@ -1278,7 +1278,7 @@ static void *huge_collector(void *arg) {
   huge_threads_t *sh = arg;
   struct timespec ts = {0, 3000000};
   while (atomic_load(&sh->running)) {
-    brisk_collect();
+    brisk_collect(true);
     nanosleep(&ts, NULL);
   }
   return NULL;
@@ -1309,7 +1309,7 @@ static void test_huge_threads(void) {
     if (p) ht_free_checked(&sh, (unsigned char *)p);
   }
   CHECK(atomic_load(&sh.bad) == 0, "%d huge blocks failed or changed", atomic_load(&sh.bad));
-  brisk_collect();
+  brisk_collect(true);
   CHECK(proc_stat("huge_retained") == 0, "huge_retained %g after brisk_collect", proc_stat("huge_retained"));
   section_end();
 }

@@ -5,7 +5,10 @@
 #   1. CMake: find_package(brisk) + target brisk::brisk
 #   2. pkg-config --cflags --libs brisk
 #   3. static: -l:libbrisk.a -lpthread (must not need libbrisk.so at run time)
-# Each consumer prints brisk_version() and brisk_owns(brisk_malloc(..)).
+# Each consumer prints brisk_version(), brisk_owns(brisk_malloc(..)),
+# brisk_good_size(100) against the usable size of such a block, the blocks
+# brisk_heap_visit finds in a heap of three, and whether glibc's extras
+# (mallopt, mallinfo2) are brisk's, as they are where brisk is the malloc.
 # A C++17 consumer of the installed brisk/pmr.hpp and brisk/allocator.hpp is
 # built through 1 and 2 as well: it prints what containers over
 # brisk::heap_resource, a moved brisk::session_arena, brisk::allocator and
@@ -57,20 +60,38 @@ done
 mkdir -p "$tmp/consumer"
 cat >"$tmp/consumer/main.c" <<'EOF'
 #include <brisk.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+static int count(brisk_heap_t *h, void *block, size_t size, void *arg) {
+  (void)h; (void)block;
+  if (size >= 16) ++*(int *)arg;
+  return 0;
+}
 int main(void) {
   char *p = brisk_malloc(100);
   if (!p) { puts("brisk_malloc failed"); return 2; }
   memset(p, 7, 100);
   int owns = brisk_owns(p) != 0;
   int foreign = brisk_owns(&owns) != 0;
-  printf("version=%s owns=%d stack=%d\n", brisk_version(), owns, foreign);
+  int good = brisk_good_size(100) == brisk_usable_size(p) ? (int)brisk_good_size(100) : -1;
+  brisk_heap_t *h = brisk_heap_new();
+  void *a = brisk_heap_malloc(h, 10), *b = brisk_heap_malloc(h, 5000), *c = brisk_heap_malloc(h, 100000);
+  int visited = 0;
+  brisk_heap_visit(h, count, &visited);
+  struct mallinfo2 mi = mallinfo2();
+  int extras = mallopt(12345, 1) == 0 && mi.uordblks >= 65536 && mi.arena >= mi.uordblks + mi.fordblks;
+  printf("version=%s owns=%d stack=%d good=%d visited=%d extras=%s\n", brisk_version(), owns, foreign, good, visited,
+         extras ? "brisk" : "glibc");
+  brisk_free(a);
+  brisk_free(b);
+  brisk_free(c);
+  brisk_heap_destroy(h);
   brisk_free(p);
   return 0;
 }
 EOF
-expected="version=0.1.0 owns=1 stack=0"
+expected="version=0.1.0 owns=1 stack=0 good=112 visited=3 extras=brisk"
 cat >"$tmp/consumer/main.cpp" <<'EOF'
 #include <brisk/allocator.hpp>
 #include <brisk/pmr.hpp>

@@ -512,7 +512,7 @@ void test_handler_frees_reserve() {
   getrlimit(RLIMIT_AS, &old);
   const std::size_t reserve = 512u << 20, request = 256u << 20, margin = 64u << 20;
   for (kind_t k : {PLAIN, ARRAY, NOTHROW, ALIGNED, ARRAY_ALIGNED_NOTHROW}) {
-    brisk_collect();
+    brisk_collect(true);
     g_reserve = ::operator new(reserve);
     static_cast<char *>(g_reserve)[0] = 1;
     long vm = vm_size_bytes();

@@ -4,7 +4,8 @@
 # BRISK_* variable from the caller leaks in):
 #   - no option: no output on stderr, program output unchanged
 #   - BRISK_SHOW_STATS=1 prints, at exit, a header and one line per
-#     statistic of src/counters.h with its value (and peak); =0 prints nothing
+#     statistic of src/counters.h with its value (and peak), then one per
+#     figure of src/stats.h (what brisk holds, the process); =0 prints nothing
 #   - BRISK_VERBOSE=1 prints one line per option of src/options.h with the
 #     value in force, and nothing else; =0 prints nothing
 #   - BRISK_SEGMENT_CACHE and BRISK_PURGE_DELAY change what a program keeps
@@ -52,6 +53,11 @@ else ok "BRISKY=1 is not reported"; fi
 src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 stat_fields=$(sed -n 's/^ *X(\([a-z_]*\), \(COUNT\|LEVEL\),.*/\1 \2/p' "$src/src/counters.h")
 [ -n "$stat_fields" ] || { echo "[options] FAILED: no statistics found in src/counters.h"; exit 1; }
+# Then the walked figures and the process's (src/stats.h), printed as counts.
+extra_fields=$(sed -n -e '/define BRISK_USAGE_FIELDS/,/^$/s/^ *X(\([a-z_]*\), ".*/\1 COUNT/p' \
+                      -e '/define BRISK_PROCESS_FIELDS/,/^$/s/^ *X(\([a-z_]*\), [a-z_]*, ".*/\1 COUNT/p' "$src/src/stats.h")
+[ "$(echo "$extra_fields" | wc -l)" -ge 9 ] || { echo "[options] FAILED: the figures of src/stats.h not found"; exit 1; }
+stat_fields=$(printf '%s\n%s\n' "$stat_fields" "$extra_fields")
 
 # check_stats NAME: stderr is the header and exactly one well-formed line per
 # statistic, in the list's order: "brisk:   name: N  (...)", or for a level

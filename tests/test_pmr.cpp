@@ -311,7 +311,7 @@ void test_heap_resource() {
         }
         delete v;
         delete m;
-        brisk_collect();
+        brisk_collect(true);
       });
       t.join();
       CHECK(bad == 0, "round %d: %d elements wrong when read on another thread", round, bad.load());

@@ -346,7 +346,7 @@ static void run_steady(const char *name, int mixed, uint64_t target) {
   atomic_store(&max_batch_bytes, 0);
   q.head = q.count = 0;
   q.producers_left = NPROD;
-  brisk_collect();
+  brisk_collect(true);
   size_t base = rss_bytes();
   monitor_start();
   double t0 = now_sec();
@@ -424,7 +424,7 @@ static void run_messaging(size_t size, uint64_t count) {
   msg_count = count;
   atomic_store(&ring_head, 0);
   atomic_store(&ring_tail, 0);
-  brisk_collect();
+  brisk_collect(true);
   size_t base = rss_bytes();
   monitor_start();
   double t0 = now_sec();
@@ -462,7 +462,7 @@ int main(void) {
     if (count < 100) count = 100;
     run_messaging(s, count);
   }
-  brisk_collect();
+  brisk_collect(true);
   printf("test_prodcons: RSS at the end %.1f MiB, total %.2f s\n", rss_bytes() / MiB, now_sec() - t0);
   long errors = brisk_errors_reported();
   if (errors != 0) soft_fail("brisk reported %ld bad inputs; this test makes none", errors);

@@ -5,9 +5,9 @@
  * freed. The purge runs BRISK_PURGE_DELAY (50 ms) after the frees; the test
  * waits for it up to 10 s, a bound for a loaded machine, not a speed target.
  *
- * Then brisk_collect() returns the memory now: in a re-executed child with
+ * Then brisk_collect(true) returns the memory now: in a re-executed child with
  * BRISK_PURGE_DELAY=60000, 64 MiB of blocks are freed, RSS stays up (the
- * delay is honoured), and right after brisk_collect() most of it is gone.
+ * delay is honoured), and right after brisk_collect(true) most of it is gone.
  * ctest-labels: sanitize */
 #include <brisk.h>
 
@@ -45,7 +45,7 @@ static inline uint64_t pat(size_t i, size_t k) {
 }
 
 /* The child: with a 60 s purge delay nothing goes back by itself here;
- * brisk_collect() must return it at once. */
+ * brisk_collect(true) must return it at once. */
 static int collect_child(void) {
   const size_t n = ((size_t)64 << 20) / 64;
   void **slots = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -69,10 +69,10 @@ static int collect_child(void) {
     free(slots[i]);
   }
   double after_free = rss_mib();
-  brisk_collect();
+  brisk_collect(true);
   double after_collect = rss_mib();
   printf("test_purge: BRISK_PURGE_DELAY=60000: RSS before %.1f MiB, after 64 MiB of 64 B blocks %.1f MiB, after "
-         "free %.1f MiB, right after brisk_collect() %.1f MiB\n", base, peak, after_free, after_collect);
+         "free %.1f MiB, right after brisk_collect(true) %.1f MiB\n", base, peak, after_free, after_collect);
   double burst = peak - base;
   if (burst < 50) {
     fprintf(stderr, "test_purge: FAIL: the 64 MiB burst raised RSS by %.1f MiB only\n", burst);
@@ -84,7 +84,7 @@ static int collect_child(void) {
     return 1;
   }
   if (after_collect - base > 0.2 * burst) {
-    fprintf(stderr, "test_purge: FAIL: right after brisk_collect() RSS still holds %.0f%% of the burst\n",
+    fprintf(stderr, "test_purge: FAIL: right after brisk_collect(true) RSS still holds %.0f%% of the burst\n",
             100.0 * (after_collect - base) / burst);
     return 1;
   }
@@ -103,7 +103,7 @@ static int run_collect_child(void) {
   int st;
   if (waitpid(pid, &st, 0) != pid) { perror("waitpid"); return 1; }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
-  fprintf(stderr, "test_purge: FAIL: the brisk_collect() child %s %d\n",
+  fprintf(stderr, "test_purge: FAIL: the brisk_collect(true) child %s %d\n",
           WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
   return 1;
 }

@@ -487,7 +487,7 @@ static void unmapped_segment(via_t via) {
   pthread_t t;
   pthread_create(&t, NULL, fill_segment_body, NULL);
   pthread_join(t, NULL);
-  brisk_collect();
+  brisk_collect(true);
   /* a block in a segment that holds no guard block */
   char *p = NULL;
   for (int i = TB - 1; i >= 0 && !p; i--) {
@@ -514,7 +514,7 @@ static void sc_unmapped_segment_brisk_free_sized(void) { unmapped_segment(VIA_BR
 /* Blocks of a destroyed heap freed through several functions. cached: the
  * heap's segments stay mapped in the pool (default BRISK_SEGMENT_CACHE);
  * otherwise the scenario runs with BRISK_SEGMENT_CACHE=0 and they go back
- * to the OS (at once, or at the brisk_collect() below). */
+ * to the OS (at once, or at the brisk_collect(true) below). */
 static void destroyed_common(int cached) {
   guards_alloc();
   brisk_heap_t *h = brisk_heap_new();
@@ -536,7 +536,7 @@ static void destroyed_common(int cached) {
   brisk_heap_destroy(h);
   /* With BRISK_SEGMENT_CACHE=0 the pool keeps none of them; brisk_collect
    * returns them now rather than after the purge delay. */
-  if (!cached) brisk_collect();
+  if (!cached) brisk_collect(true);
   for (int i = 0; i < NS; i++) {
     if (cached)
       expect_line("brisk: error: %s(%p): block of a destroyed heap", k_via_fn[vias[i]], (void *)p[i]);
@@ -811,7 +811,7 @@ static char *free_then_free_remotely(size_t size, size_t *cls) {
   pthread_t t;
   pthread_create(&t, NULL, free_list_body, v);
   pthread_join(t, NULL);
-  brisk_collect();
+  brisk_collect(true);
   after_bad_calls();
   return a;
 }
@@ -849,7 +849,7 @@ static void sc_df_remote_then_local(void) {
               "took it back (double free?)",
               (void *)a);
   free(opaque_ptr(a));
-  brisk_collect();
+  brisk_collect(true);
   after_bad_calls();
   workload_after(56, NULL);
   finish();

@@ -3,17 +3,19 @@
 //! target in CMakeLists.txt.
 //!
 //! Left out by default: `src/override.c` (the standard malloc family),
-//! `src/override_new.c` and `src/new_handler.cpp` (C++ operator new and
-//! delete). A Rust program picks brisk with `#[global_allocator]`; the
-//! `override` feature adds `src/override.c` and links the whole archive, so
-//! that `malloc` and friends of the whole process are brisk's.
+//! `src/extras.c` (glibc's extras: `malloc_trim`, `mallinfo2`, `mallopt`,
+//! ...), `src/override_new.c` and `src/new_handler.cpp` (C++ operator new
+//! and delete). A Rust program picks brisk with `#[global_allocator]`; the
+//! `override` feature adds `src/override.c` and `src/extras.c` and links the
+//! whole archive, so that `malloc` and friends of the whole process are
+//! brisk's.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Files of `src/` that define the standard allocation symbols.
-const OVERRIDE_ONLY: &[&str] = &["override.c", "override_new.c"];
+const OVERRIDE_ONLY: &[&str] = &["override.c", "extras.c", "override_new.c"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -40,6 +42,7 @@ fn main() {
     let mut sources = c_sources(&src);
     if override_malloc {
         sources.push(src.join("override.c"));
+        sources.push(src.join("extras.c"));
     }
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());

@@ -32,6 +32,16 @@ pub struct brisk_arena_t {
 
 pub use libc::FILE;
 
+/// The visitor of `brisk_heap_visit`: returns 0 to go on.
+pub type brisk_block_visitor_t = Option<
+    unsafe extern "C" fn(
+        heap: *mut brisk_heap_t,
+        block: *mut c_void,
+        size: usize,
+        arg: *mut c_void,
+    ) -> c_int,
+>;
+
 extern "C" {
     // Allocation: NULL with errno = ENOMEM on failure; blocks are aligned to
     // at least 16 bytes; brisk_malloc(0) returns a unique pointer.
@@ -49,6 +59,20 @@ extern "C" {
 
     /// Bytes usable at `p` (at least the size requested); 0 for NULL.
     pub fn brisk_usable_size(p: *const c_void) -> usize;
+    /// The usable size a request of `size` bytes gets, without allocating
+    /// (`brisk_usable_size(brisk_malloc(size))`); 0 when none can be that
+    /// large.
+    pub fn brisk_good_size(size: usize) -> usize;
+    /// `brisk_malloc` that stores the block's usable size in `*usable`
+    /// (when not NULL; 0 on failure).
+    pub fn brisk_malloc_usable(size: usize, usable: *mut usize) -> *mut c_void;
+    /// A block whose whole usable size is zero.
+    pub fn brisk_zalloc(size: usize) -> *mut c_void;
+    /// `brisk_realloc` that zeroes what the block gains (up to its new
+    /// usable size); NULL: `brisk_zalloc`; size 0 frees.
+    pub fn brisk_rezalloc(p: *mut c_void, size: usize) -> *mut c_void;
+    /// Resize in place, or NULL with `p` unchanged.
+    pub fn brisk_expand(p: *mut c_void, size: usize) -> *mut c_void;
     /// Non-zero when `p` points into a block brisk handed out and still
     /// holds; safe for any pointer value.
     pub fn brisk_owns(p: *const c_void) -> c_int;
@@ -60,9 +84,21 @@ extern "C" {
     /// Process-wide statistics as one JSON object; returns the length it
     /// needed, excluding the NUL, like snprintf.
     pub fn brisk_stats_json(buf: *mut c_char, len: usize) -> usize;
+    /// Counters back to 0, the peaks of levels to their current values.
+    pub fn brisk_stats_reset();
+    /// The calling thread's own heap as JSON (the fields of
+    /// `brisk_heap_stats_json`); returns the length it needed.
+    pub fn brisk_thread_stats_json(buf: *mut c_char, len: usize) -> usize;
     /// Return the calling thread's unused memory (and the process's cached
-    /// segments and huge mappings) now.
-    pub fn brisk_collect();
+    /// segments and huge mappings) now: all of it when `force`, else what
+    /// is past its purge delay.
+    pub fn brisk_collect(force: bool);
+    /// An option's value (`name`: `"PURGE_DELAY"` or `"BRISK_PURGE_DELAY"`);
+    /// 0 or an errno value (ENOENT, EINVAL), reported on stderr.
+    pub fn brisk_option_get(name: *const c_char, value: *mut c_long) -> c_int;
+    /// Change an option while running; 0 or an errno value (ENOENT,
+    /// EINVAL, EPERM for an option read at start-up only).
+    pub fn brisk_option_set(name: *const c_char, value: c_long) -> c_int;
     /// Testing: requests for memory from the OS fail after `fail_after`
     /// more (negative: no limit) and with probability
     /// `fail_per_million / 10^6`; `(-1, 0)` switches it off.
@@ -81,8 +117,21 @@ extern "C" {
         alignment: usize,
         size: usize,
     ) -> *mut c_void;
-    /// JSON statistics of one heap; returns the length it needed.
+    /// A block of `heap` whose whole usable size is zero.
+    pub fn brisk_heap_zalloc(heap: *mut brisk_heap_t, size: usize) -> *mut c_void;
+    /// JSON statistics of one heap, on its thread; returns the length it
+    /// needed.
     pub fn brisk_heap_stats_json(heap: *mut brisk_heap_t, buf: *mut c_char, len: usize) -> usize;
+    /// Call `visitor(heap, block, usable size, arg)` for every live block
+    /// of `heap`, on its thread; a non-zero return ends the walk and is
+    /// returned; -1 for a heap not usable here.
+    pub fn brisk_heap_visit(
+        heap: *mut brisk_heap_t,
+        visitor: brisk_block_visitor_t,
+        arg: *mut c_void,
+    ) -> c_int;
+    /// Non-zero when `p` is the start of a block of `heap` (on its thread).
+    pub fn brisk_heap_contains(heap: *mut brisk_heap_t, p: *const c_void) -> c_int;
 
     // Session arenas: bump allocation over a heap (NULL: the calling
     // thread's heap), used by one thread at a time.

@@ -8,7 +8,12 @@ fn errors_reported() -> u64 {
     let n = unsafe { brisk_sys::brisk_stats_json(buf.as_mut_ptr().cast(), buf.len()) };
     let json = std::str::from_utf8(&buf[..n.min(buf.len() - 1)]).unwrap();
     let at = json.find("\"errors\":").expect("no errors field") + "\"errors\":".len();
-    json[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    json[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[test]

@@ -52,3 +52,28 @@ fn libc_malloc_is_left_alone_by_default() {
         libc::free(p);
     }
 }
+
+// glibc's extras come with the override: mallopt answers 0 for a parameter
+// brisk does not know (glibc's answers 1), and mallinfo2 counts brisk's
+// blocks.
+#[cfg(feature = "override")]
+#[test]
+fn glibc_extras_are_brisks() {
+    unsafe {
+        assert_eq!(libc::mallopt(12345, 1), 0);
+        assert_eq!(libc::mallopt(libc::M_ARENA_MAX, 2), 1);
+        let before = libc::mallinfo2().uordblks;
+        let blocks: Vec<*mut libc::c_void> = (0..64).map(|_| libc::malloc(60_000)).collect();
+        assert!(libc::mallinfo2().uordblks >= before + 64 * 60_000);
+        for p in blocks {
+            libc::free(p);
+        }
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(feature = "override"))]
+#[test]
+fn glibc_extras_are_left_alone_by_default() {
+    unsafe { assert_eq!(libc::mallopt(12345, 1), 1) };
+}

@@ -113,8 +113,16 @@ impl Heap {
         sys::brisk_free_sized(ptr.as_ptr().cast(), layout.size());
     }
 
+    /// Whether `ptr` is the start of a block of this heap (one handed out,
+    /// or freed since while its page stays in use); constant time, safe for
+    /// any pointer value.
+    pub fn contains<T: ?Sized>(&self, ptr: *const T) -> bool {
+        unsafe { sys::brisk_heap_contains(self.raw.as_ptr(), ptr.cast()) != 0 }
+    }
+
     /// The heap's statistics as brisk prints them: one JSON object
     /// (`segments`, `pages`, `full_pages`, `blocks_in_use`, `page_bytes`,
+    /// `large_blocks`, `large_bytes`, `huge_blocks`, `huge_bytes`,
     /// `generation`).
     pub fn stats_json(&self) -> String {
         crate::json_from(|buf, len| unsafe {

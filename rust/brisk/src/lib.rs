@@ -101,11 +101,55 @@ pub unsafe fn usable_size<T: ?Sized>(ptr: *const T) -> usize {
     sys::brisk_usable_size(ptr.cast())
 }
 
+/// The usable size a request of `size` bytes gets, computed without
+/// allocating (what [`usable_size`] says of such a block); 0 when no block
+/// can be that large.
+#[inline]
+pub fn good_size(size: usize) -> usize {
+    unsafe { sys::brisk_good_size(size) }
+}
+
 /// Return the memory that the calling thread's heap holds but does not use
-/// now (and the process's cached segments and huge mappings), instead of
-/// after the purge delay.
-pub fn collect() {
-    unsafe { sys::brisk_collect() }
+/// (and the process's cached segments and huge mappings) now, instead of
+/// after the purge delay: all of it when `force`, otherwise what is already
+/// past its delay.
+pub fn collect(force: bool) {
+    unsafe { sys::brisk_collect(force) }
+}
+
+/// The value of one of brisk's options (`"PURGE_DELAY"` or
+/// `"BRISK_PURGE_DELAY"`, ...: the `BRISK_*` variables of the README), or
+/// the error brisk reported on stderr (`NotFound` for a name that is no
+/// option).
+pub fn option(name: &str) -> std::io::Result<i64> {
+    let name = option_name(name)?;
+    let mut value: core::ffi::c_long = 0;
+    match unsafe { sys::brisk_option_get(name.as_ptr(), &mut value) } {
+        #[allow(clippy::useless_conversion)] // c_long is narrower than i64 on some targets
+        0 => Ok(i64::from(value)),
+        err => Err(std::io::Error::from_raw_os_error(err)),
+    }
+}
+
+/// Change one of brisk's options while the program runs (those the README
+/// marks so: `PURGE_DELAY`, `SEGMENT_CACHE`, `ON_ERROR`, `SHOW_STATS`,
+/// `BACKGROUND`). Errors are reported by brisk on stderr too: `NotFound`
+/// for a name that is no option, `InvalidInput` for a value out of range,
+/// `PermissionDenied` for an option read at start-up only.
+pub fn set_option(name: &str, value: i64) -> std::io::Result<()> {
+    let name = option_name(name)?;
+    let value = core::ffi::c_long::try_from(value)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "value out of range"))?;
+    match unsafe { sys::brisk_option_set(name.as_ptr(), value) } {
+        0 => Ok(()),
+        err => Err(std::io::Error::from_raw_os_error(err)),
+    }
+}
+
+fn option_name(name: &str) -> std::io::Result<std::ffi::CString> {
+    std::ffi::CString::new(name).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in the option name")
+    })
 }
 
 /// brisk's version, `"MAJOR.MINOR.PATCH"`.
@@ -118,9 +162,22 @@ pub fn version() -> &'static str {
 
 /// Process-wide statistics, as brisk prints them: one JSON object
 /// (`version`, `hardened`, `purge_delay_ms`, then brisk's counters, levels
-/// with their `_peak`).
+/// with their `_peak`, what a walk of brisk's memory finds and the
+/// process's own figures).
 pub fn stats_json() -> String {
     json_from(|buf, len| unsafe { sys::brisk_stats_json(buf, len) })
+}
+
+/// Counters back to 0, and the peak of every level (`mapped_bytes_peak`,
+/// ...) to its current value.
+pub fn stats_reset() {
+    unsafe { sys::brisk_stats_reset() }
+}
+
+/// The calling thread's own heap (the one behind the global allocator), as
+/// [`Heap::stats_json`] shows a heap.
+pub fn thread_stats_json() -> String {
+    json_from(|buf, len| unsafe { sys::brisk_thread_stats_json(buf, len) })
 }
 
 /// Process-wide statistics, parsed from [`stats_json`].

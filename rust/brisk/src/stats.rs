@@ -131,6 +131,9 @@ json_struct! {
         /// Bytes of huge mappings kept for reuse.
         huge_retained: i64,
         huge_retained_peak: i64,
+        /// Huge blocks in use.
+        huge_blocks: i64,
+        huge_blocks_peak: i64,
         /// Pages in use.
         pages: i64,
         pages_peak: i64,
@@ -163,6 +166,20 @@ json_struct! {
         background_wake_calls: i64,
         /// Bad inputs reported.
         errors: i64,
+        /// From a walk of brisk's memory: bytes of pages and large blocks in
+        /// use, bytes mapped but free, the part of those not yet returned to
+        /// the OS, free runs, and bytes of huge blocks in use.
+        span_bytes: i64,
+        free_bytes: i64,
+        free_resident_bytes: i64,
+        free_chunks: i64,
+        huge_block_bytes: i64,
+        /// The process as the OS sees it: resident bytes now and at the
+        /// peak, page faults without and with I/O.
+        process_rss_bytes: i64,
+        process_rss_peak_bytes: i64,
+        process_minor_faults: i64,
+        process_major_faults: i64,
     }
 }
 
@@ -174,10 +191,17 @@ json_struct! {
         /// Pages in use, full ones included.
         pages: u64,
         full_pages: u64,
-        /// Blocks allocated and not freed.
+        /// Blocks allocated and not freed (large and huge ones included).
         blocks_in_use: u64,
         /// Bytes of the heap's pages.
         page_bytes: u64,
+        /// Large blocks in use, and the bytes of their spans.
+        large_blocks: u64,
+        large_bytes: u64,
+        /// Huge blocks of the heap in use, and their bytes (a thread's own
+        /// heap has none: its huge blocks belong to no heap).
+        huge_blocks: u64,
+        huge_bytes: u64,
         generation: u64,
     }
 }

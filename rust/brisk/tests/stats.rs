@@ -60,6 +60,10 @@ fn heap_stats_json_counts_the_heaps_blocks() {
         "full_pages",
         "blocks_in_use",
         "page_bytes",
+        "large_blocks",
+        "large_bytes",
+        "huge_blocks",
+        "huge_bytes",
         "generation",
     ] {
         json_field(&json, field);
@@ -88,7 +92,7 @@ fn collect_returns_freed_huge_memory() {
             "a freed huge mapping is kept for reuse: {json}"
         );
     }
-    brisk::collect();
+    brisk::collect(true);
     let json = brisk::stats_json();
     assert_eq!(retained(&json), 0, "{json}");
 }
@@ -156,4 +160,65 @@ mod serde_stats {
         assert_eq!(h.other["x"], Value::Bool(true));
         assert!(Stats::from_json("{\"segments\":\"many\"}").is_err());
     }
+}
+
+#[test]
+fn good_size_is_the_usable_size_of_a_block() {
+    for size in (0..70_000)
+        .step_by(97)
+        .chain([1 << 20, 3 << 20, (5 << 20) + 1])
+    {
+        let p = unsafe { brisk::sys::brisk_malloc(size) };
+        assert!(!p.is_null());
+        assert_eq!(
+            brisk::good_size(size),
+            unsafe { brisk::usable_size(p) },
+            "size {size}"
+        );
+        unsafe { brisk::sys::brisk_free(p) };
+    }
+    assert_eq!(brisk::good_size(usize::MAX), 0);
+}
+
+#[test]
+fn options_are_read_and_changed_while_running() {
+    let delay = brisk::option("PURGE_DELAY").unwrap();
+    assert_eq!(brisk::option("BRISK_PURGE_DELAY").unwrap(), delay);
+    brisk::set_option("PURGE_DELAY", 250).unwrap();
+    assert_eq!(brisk::option("PURGE_DELAY").unwrap(), 250);
+    assert!(brisk::stats_json().contains("\"purge_delay_ms\":250"));
+    brisk::set_option("PURGE_DELAY", delay).unwrap();
+    let e = brisk::option("NOSUCH").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    let e = brisk::set_option("PURGE_DELAY", -2).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    let e = brisk::set_option("VERBOSE", 1).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    assert!(brisk::set_option("PURGE\0DELAY", 1).is_err());
+}
+
+#[test]
+fn thread_stats_count_the_threads_large_blocks() {
+    std::thread::spawn(|| {
+        let large = |json: &str| json_field(json, "large_blocks");
+        let before = large(&brisk::thread_stats_json());
+        let v = vec![1u8; 300_000];
+        assert_eq!(large(&brisk::thread_stats_json()), before + 1);
+        drop(v);
+        assert_eq!(large(&brisk::thread_stats_json()), before);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn heap_contains_its_blocks_only() {
+    let heap = Heap::new();
+    let layout = Layout::from_size_align(100, 8).unwrap();
+    let p = heap.alloc(layout).unwrap();
+    assert!(heap.contains(p.as_ptr()));
+    assert!(!heap.contains(unsafe { p.as_ptr().add(16) }));
+    let other = Box::new([0u8; 100]); // the global allocator's: another heap
+    assert!(!heap.contains(other.as_ptr()));
+    unsafe { heap.dealloc(p, layout) };
 }
