@@ -276,6 +276,37 @@ def test_resolve_custom_allocators_and_aa():
         shutil.rmtree(d)
 
 
+def test_allocator_environment():
+    """NAME=path:VAR=VALUE sets VAR in that allocator's runs and its A/A
+    copy's, and nowhere else."""
+    d = tempfile.mkdtemp()
+    try:
+        lib = os.path.join(d, "libfake.so.1")
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF fake")
+        spec = "plain=%s,prof=%s:BRISK_PROFILE=/tmp/p/x:BRISK_PROFILE_RATE=4096,g=none:A=b=c" % (lib, lib)
+        allocs, _ = runner.resolve_allocators(spec, "/nonexistent", False, lambda m: None)
+        env = {a.name: a.env for a in allocs}
+        assert env == {"plain": {}, "prof": {"BRISK_PROFILE": "/tmp/p/x", "BRISK_PROFILE_RATE": "4096"},
+                       "g": {"A": "b=c"}}, env
+        assert allocs[1].lib == lib
+        run_env = runner.child_env(allocs[1], 3)
+        assert run_env["BRISK_PROFILE"] == "/tmp/p/x" and run_env["BENCH_ALLOC"] == "prof"
+        assert run_env["BENCH_RUN"] == "3" and "LD_PRELOAD" not in run_env
+        assert "BRISK_PROFILE" not in runner.child_env(allocs[0], 1)
+        aa = runner.make_aa(allocs[1], d)
+        assert aa.env == allocs[1].env and runner.child_env(aa, 1)["BRISK_PROFILE_RATE"] == "4096"
+        assert "BRISK_PROFILE=/tmp/p/x" in allocs[1].describe() and allocs[1].to_json()["env"]
+        for bad in ("a=%s:X=1:notvar" % lib, "a=%s:notvar" % lib):
+            try:
+                runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
+            except SystemExit:
+                continue
+            raise AssertionError("accepted --alloc %s" % bad)
+    finally:
+        shutil.rmtree(d)
+
+
 def test_scaling_counts_and_points():
     assert harness.parse_counts("4,1,2,2") == [1, 2, 4]
     for bad in ("", "0,1", "a,2", "1,300"):
