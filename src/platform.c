@@ -332,6 +332,11 @@ void os_file_close(int fd) {
 
 int os_pid(void) { return (int)getpid(); }
 
+const char *os_error_name(int err) {
+  const char *name = strerrorname_np(err); /* a constant string: nothing is allocated */
+  return name != NULL ? name : "an unknown error";
+}
+
 bool os_exe_path(char *buf, size_t len) {
   int saved = errno;
   ssize_t n = readlink("/proc/self/exe", buf, len);

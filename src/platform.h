@@ -90,6 +90,8 @@ BRISK_INTERNAL int os_file_write(int fd, const void *buf, size_t n);
 BRISK_INTERNAL int os_file_copy(const char *src, int fd);
 BRISK_INTERNAL void os_file_close(int fd);
 BRISK_INTERNAL int os_pid(void);
+/* The name of an errno value ("ENOENT"), or "an unknown error". */
+BRISK_INTERNAL const char *os_error_name(int err);
 /* The path of the running program's file (/proc/self/exe), NUL-ended in
  * buf; false if it cannot be read or does not fit. */
 BRISK_INTERNAL bool os_exe_path(char *buf, size_t len);

@@ -682,7 +682,7 @@ static int write_file(const char *path, int (*write)(int, size_t), size_t n) {
     err = write(fd, n);
     os_file_close(fd);
   }
-  if (err != 0) report_warning("heap profile: cannot write %s (errno %d)", path, err);
+  if (err != 0) report_warning("heap profile: cannot write %s: %s", path, os_error_name(err));
   return err;
 }
 
@@ -701,8 +701,7 @@ static int dump_to(const char *path) {
   if (len > 5 && strcmp(path + len - 5, ".heap") == 0) len -= 5;
   memcpy(other + len, ".collapsed", sizeof(".collapsed"));
   int err = write_file(path, write_heap, n);
-  int err2 = write_file(other, write_collapsed, n);
-  return err ? err : err2;
+  return err != 0 ? err : write_file(other, write_collapsed, n);
 }
 
 /* <prefix>.<pid>.<seq>.heap */
@@ -728,6 +727,7 @@ uint64_t prof_background(uint64_t now) {
 }
 
 void prof_poll(void) {
+  background_poll();
   if (BRISK_UNLIKELY(atomic_load_relaxed(&dump_requested)) && !background_running())
     dump_if_asked();
 }
@@ -828,6 +828,10 @@ static void sampling_on(void) {
     }
   }
   atomic_store_relaxed(&brisk_prof_active, 1);
+  /* A signal's dump is written by the background thread: it is wanted
+   * from the next safe point on, so that a process that has gone quiet
+   * still answers the signal. */
+  if (signo != 0) background_kick(os_now_ms());
 }
 
 /* The value of BRISK_PROFILE, read without allocating. */
@@ -939,4 +943,5 @@ void prof_fork_child(void) {
    * The blocks the parent had sampled are in the child's memory too. */
   dump_seq = 0;
   atomic_store_relaxed(&dump_requested, 0);
+  if (signo != 0 && prof_active()) background_kick(os_now_ms()); /* the child's own thread */
 }

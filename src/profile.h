@@ -91,8 +91,9 @@ BRISK_INTERNAL void prof_forget_heap(heap_t *h);
  * was asked for (by the signal or the interval, which wake the thread);
  * returns the next deadline (0: none). */
 BRISK_INTERNAL uint64_t prof_background(uint64_t now);
-/* A slow path with no lock held: write a dump that was asked for if no
- * background thread will. */
+/* A safe point (a slow path with no lock held, not brisk's own heap):
+ * start the background thread if it is wanted, write a dump that was
+ * asked for if no background thread will. */
 BRISK_INTERNAL void prof_poll(void);
 
 /* Start-up (after the options are read; again when they are read late). */
