@@ -777,7 +777,7 @@ static void leak_report(void) {
   w_u64(&w, blocks);
   w_str(&w, " blocks still live at exit, from ");
   w_u64(&w, stacks);
-  w_str(&w, " stacks (");
+  w_str(&w, stacks == 1 ? " stack (" : " stacks (");
   w_u64(&w, sampled);
   w_str(&w, " sampled blocks; one sampled byte per ");
   w_u64(&w, (uint64_t)option_load(profile_rate));
