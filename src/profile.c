@@ -13,6 +13,7 @@
 #include "profile.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "atomics.h"
@@ -478,23 +479,15 @@ static void w_mem(writer_t *w, const char *s, size_t n) {
 
 static void w_str(writer_t *w, const char *s) { w_mem(w, s, strlen(s)); }
 
-static void w_num(writer_t *w, uint64_t v, unsigned base) {
-  char tmp[24];
-  int n = 0;
-  do {
-    unsigned d = (unsigned)(v % base);
-    tmp[n++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
-    v /= base;
-  } while (v);
-  char out[24];
-  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-  w_mem(w, out, (size_t)n);
-}
-
-static void w_u64(writer_t *w, uint64_t v) { w_num(w, v, 10); }
-static void w_hex(writer_t *w, uint64_t v) {
-  w_str(w, "0x");
-  w_num(w, v, 16);
+/* Formatted as report.c formats (%s %d %zu %lld %p): numbers, addresses
+ * (%p: 0x...) and short text; names of any length go through w_str. */
+static void w_fmt(writer_t *w, const char *fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  size_t n = format_string_v(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  w_mem(w, text, n < sizeof(text) ? n : sizeof(text) - 1);
 }
 
 /* Text of a frame name or file path, with ';' (between frames) and ' '
@@ -514,10 +507,9 @@ static void w_frame(writer_t *w, uintptr_t pc) {
     w_name(w, name);
   } else if (object != NULL) {
     w_name(w, object);
-    w_str(w, "+");
-    w_hex(w, obj_off);
+    w_fmt(w, "+%p", (void *)obj_off);
   } else {
-    w_hex(w, pc);
+    w_fmt(w, "%p", (void *)pc);
   }
 }
 
@@ -623,31 +615,15 @@ static int write_heap(int fd, size_t n) {
     t[2] += snap[i].alloc_n;
     t[3] += snap[i].alloc_b;
   }
-  w_str(&w, "heap profile: ");
-  w_u64(&w, t[0]);
-  w_str(&w, ": ");
-  w_u64(&w, t[1]);
-  w_str(&w, " [ ");
-  w_u64(&w, t[2]);
-  w_str(&w, ": ");
-  w_u64(&w, t[3]);
-  w_str(&w, "] @ heapprofile\n");
+  w_fmt(&w, "heap profile: %lld: %lld [ %lld: %lld] @ heapprofile\n", (long long)t[0], (long long)t[1],
+        (long long)t[2], (long long)t[3]);
   for (size_t i = 0; i < n; i++) {
     const snap_t *e = &snap[i];
-    w_u64(&w, e->live_n);
-    w_str(&w, ": ");
-    w_u64(&w, e->live_b);
-    w_str(&w, " [");
-    w_u64(&w, e->alloc_n);
-    w_str(&w, ": ");
-    w_u64(&w, e->alloc_b);
-    w_str(&w, "] @");
-    for (uint32_t f = 0; f < e->stack->depth; f++) {
-      w_str(&w, " ");
-      /* Return addresses: the readers step back into the call for every
-       * frame but the first, which is done here. */
-      w_hex(&w, e->stack->pc[f] - (f == 0));
-    }
+    w_fmt(&w, "%lld: %lld [%lld: %lld] @", (long long)e->live_n, (long long)e->live_b, (long long)e->alloc_n,
+          (long long)e->alloc_b);
+    /* Return addresses: the readers step back into the call for every
+     * frame but the first, which is done here. */
+    for (uint32_t f = 0; f < e->stack->depth; f++) w_fmt(&w, " %p", (void *)(e->stack->pc[f] - (f == 0)));
     w_str(&w, "\n");
   }
   w_str(&w, "\nMAPPED_LIBRARIES:\n");
@@ -668,9 +644,7 @@ static int write_collapsed(int fd, size_t n) {
       if (f > 0) w_str(&w, ";");
     }
     if (e->stack->depth == 0) w_str(&w, "[unknown]");
-    w_str(&w, " ");
-    w_u64(&w, e->live_b);
-    w_str(&w, "\n");
+    w_fmt(&w, " %lld\n", (long long)e->live_b);
   }
   w_flush(&w);
   return w.err;
@@ -739,22 +713,16 @@ static void leak_frame(writer_t *w, unsigned i, uintptr_t pc) {
   const char *name, *object;
   uintptr_t off, obj_off;
   unwind_symbol(pc - 1, &name, &off, &object, &obj_off);
-  w_str(w, "brisk:     #");
-  w_u64(w, i);
-  w_str(w, " ");
-  w_hex(w, pc);
+  w_fmt(w, "brisk:     #%d %p", (int)i, (void *)pc);
   if (name != NULL) {
     w_str(w, " ");
     w_str(w, name);
-    w_str(w, "+");
-    w_hex(w, off + 1);
+    w_fmt(w, "+%p", (void *)(off + 1));
   }
   if (object != NULL) {
     w_str(w, " (");
     w_str(w, object);
-    w_str(w, "+");
-    w_hex(w, obj_off + 1);
-    w_str(w, ")");
+    w_fmt(w, "+%p)", (void *)(obj_off + 1));
   }
   w_str(w, "\n");
 }
@@ -771,36 +739,22 @@ static void leak_report(void) {
     blocks += snap[i].live_n;
     sampled += snap[i].samples;
   }
-  w_str(&w, "brisk: leak report: about ");
-  w_u64(&w, bytes);
-  w_str(&w, " bytes in ");
-  w_u64(&w, blocks);
-  w_str(&w, " blocks still live at exit, from ");
-  w_u64(&w, stacks);
-  w_str(&w, stacks == 1 ? " stack (" : " stacks (");
-  w_u64(&w, sampled);
-  w_str(&w, " sampled blocks; one sampled byte per ");
-  w_u64(&w, (uint64_t)option_load(profile_rate));
-  w_str(&w, " allocated, on average)\n");
+  w_fmt(&w, "brisk: leak report: about %lld bytes in %lld blocks still live at exit, from %lld %s (",
+        (long long)bytes, (long long)blocks, (long long)stacks, stacks == 1 ? "stack" : "stacks");
+  w_fmt(&w, "%lld sampled blocks; one sampled byte per %lld allocated, on average)\n", (long long)sampled,
+        (long long)option_load(profile_rate));
   size_t shown = 0;
   for (size_t i = 0; i < n && shown < PROF_LEAK_STACKS; i++) {
     const snap_t *e = &snap[i];
     if (e->live_b == 0) continue;
     shown++;
-    w_str(&w, "brisk: leak: about ");
-    w_u64(&w, e->live_b);
-    w_str(&w, " bytes in ");
-    w_u64(&w, e->live_n);
-    w_str(&w, " blocks (");
-    w_u64(&w, e->samples);
-    w_str(&w, e->samples == 1 ? " sample) allocated at:\n" : " samples) allocated at:\n");
+    w_fmt(&w, "brisk: leak: about %lld bytes in %lld blocks (%lld %s) allocated at:\n", (long long)e->live_b,
+          (long long)e->live_n, (long long)e->samples, e->samples == 1 ? "sample" : "samples");
     for (uint32_t f = 0; f < e->stack->depth; f++) leak_frame(&w, f, e->stack->pc[f]);
     w_flush(&w);
   }
   if (stacks > shown) {
-    w_str(&w, "brisk: leak: ");
-    w_u64(&w, stacks - shown);
-    w_str(&w, " smaller stacks not shown\n");
+    w_fmt(&w, "brisk: leak: %lld smaller stacks not shown\n", (long long)(stacks - shown));
   }
   w_flush(&w);
 }

@@ -432,37 +432,36 @@ static void sc_malloc_info_options(void) {
 
 /* ---- the heap profiler's calls ------------------------------------------- */
 
-static void sc_profile_start_bad(void) {
+/* `call` with "" and NULL (both EINVAL) and a 5000-byte string
+ * (ENAMETOOLONG), each reported with its line. */
+static void profile_bad_calls(const char *name, int (*call)(const char *), const char *const lines[3]) {
   guards_alloc();
-  static char long_prefix[5001];
-  memset(long_prefix, 'p', sizeof long_prefix - 1);
-  expect_line("brisk: error: brisk_profile_start(NULL): the dumps need a path prefix");
-  expect_line("brisk: error: brisk_profile_start(\"\"): the dumps need a path prefix");
-  expect_line("brisk: error: brisk_profile_start(): a prefix of 5000 bytes is too long (at most 4031)");
-  int a = brisk_profile_start((const char *)opaque_ptr(NULL));
-  int b = brisk_profile_start("");
-  int c = brisk_profile_start(long_prefix);
+  static char long_text[5001];
+  memset(long_text, 'p', sizeof long_text - 1);
+  for (int i = 0; i < 3; i++) expect_line("%s", lines[i]);
+  int a = call("");
+  int b = call((const char *)opaque_ptr(NULL));
+  int c = call(long_text);
   after();
   if (a != EINVAL || b != EINVAL || c != ENAMETOOLONG)
-    child_fail("brisk_profile_start: %d %d %d (EINVAL, EINVAL, ENAMETOOLONG expected)", a, b, c);
+    child_fail("%s: %d %d %d (EINVAL, EINVAL, ENAMETOOLONG expected)", name, a, b, c);
   finish();
 }
 
+static void sc_profile_start_bad(void) {
+  static const char *const lines[3] = {
+      "brisk: error: brisk_profile_start(\"\"): the dumps need a path prefix",
+      "brisk: error: brisk_profile_start(NULL): the dumps need a path prefix",
+      "brisk: error: brisk_profile_start(): a prefix of 5000 bytes is too long (at most 4031)"};
+  profile_bad_calls("brisk_profile_start", brisk_profile_start, lines);
+}
+
 static void sc_profile_dump_bad(void) {
-  guards_alloc();
-  static char long_path[5001];
-  memset(long_path, 'p', sizeof long_path - 1);
-  expect_line("brisk: error: brisk_profile_dump(\"\"): an empty path");
-  expect_line("brisk: error: brisk_profile_dump(NULL): no path, and no prefix from BRISK_PROFILE or "
-              "brisk_profile_start");
-  expect_line("brisk: error: brisk_profile_dump(): a path of 5000 bytes is too long (at most 4079)");
-  int a = brisk_profile_dump("");
-  int b = brisk_profile_dump((const char *)opaque_ptr(NULL));
-  int c = brisk_profile_dump(long_path);
-  after();
-  if (a != EINVAL || b != EINVAL || c != ENAMETOOLONG)
-    child_fail("brisk_profile_dump: %d %d %d (EINVAL, EINVAL, ENAMETOOLONG expected)", a, b, c);
-  finish();
+  static const char *const lines[3] = {
+      "brisk: error: brisk_profile_dump(\"\"): an empty path",
+      "brisk: error: brisk_profile_dump(NULL): no path, and no prefix from BRISK_PROFILE or brisk_profile_start",
+      "brisk: error: brisk_profile_dump(): a path of 5000 bytes is too long (at most 4079)"};
+  profile_bad_calls("brisk_profile_dump", brisk_profile_dump, lines);
 }
 
 /* ---- the same calls, made correctly: nothing printed ------------------- */

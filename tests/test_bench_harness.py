@@ -248,12 +248,26 @@ def test_strace_and_callgrind_parsers():
         shutil.rmtree(d)
 
 
+def fake_lib(d):
+    lib = os.path.join(d, "libfake.so.1")
+    with open(lib, "wb") as f:
+        f.write(b"\x7fELF fake")
+    return lib
+
+
+def assert_alloc_refused(*specs):
+    for bad in specs:
+        try:
+            runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
+        except SystemExit:
+            continue
+        raise AssertionError("accepted --alloc %s" % bad)
+
+
 def test_resolve_custom_allocators_and_aa():
     d = tempfile.mkdtemp()
     try:
-        lib = os.path.join(d, "libfake.so.1")
-        with open(lib, "wb") as f:
-            f.write(b"\x7fELF fake")
+        lib = fake_lib(d)
         allocs, notes = runner.resolve_allocators("brisk=%s,other=none" % lib,
                                                    "/nonexistent", False, lambda m: None)
         assert [a.name for a in allocs] == ["brisk", "other"] and notes == []
@@ -266,12 +280,7 @@ def test_resolve_custom_allocators_and_aa():
         assert aa.name == "brisk-aa" and aa.lib != lib and os.path.exists(aa.lib)
         with open(aa.lib, "rb") as f:
             assert f.read() == b"\x7fELF fake"
-        for bad in ("a=/nonexistent/lib.so", "a,a", "nosuchpeer"):
-            try:
-                runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
-            except SystemExit:
-                continue
-            raise AssertionError("accepted --alloc %s" % bad)
+        assert_alloc_refused("a=/nonexistent/lib.so", "a,a", "nosuchpeer")
     finally:
         shutil.rmtree(d)
 
@@ -281,9 +290,7 @@ def test_allocator_environment():
     copy's, and nowhere else."""
     d = tempfile.mkdtemp()
     try:
-        lib = os.path.join(d, "libfake.so.1")
-        with open(lib, "wb") as f:
-            f.write(b"\x7fELF fake")
+        lib = fake_lib(d)
         spec = "plain=%s,prof=%s:BRISK_PROFILE=/tmp/p/x:BRISK_PROFILE_RATE=4096,g=none:A=b=c" % (lib, lib)
         allocs, _ = runner.resolve_allocators(spec, "/nonexistent", False, lambda m: None)
         env = {a.name: a.env for a in allocs}
@@ -297,12 +304,7 @@ def test_allocator_environment():
         aa = runner.make_aa(allocs[1], d)
         assert aa.env == allocs[1].env and runner.child_env(aa, 1)["BRISK_PROFILE_RATE"] == "4096"
         assert "BRISK_PROFILE=/tmp/p/x" in allocs[1].describe() and allocs[1].to_json()["env"]
-        for bad in ("a=%s:X=1:notvar" % lib, "a=%s:notvar" % lib):
-            try:
-                runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
-            except SystemExit:
-                continue
-            raise AssertionError("accepted --alloc %s" % bad)
+        assert_alloc_refused("a=%s:X=1:notvar" % lib, "a=%s:notvar" % lib)
     finally:
         shutil.rmtree(d)
 
