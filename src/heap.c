@@ -460,8 +460,21 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
  * class with an inline path, its current page's list is cut where the
  * countdown will run out.
  * ------------------------------------------------------------------------- */
+/* The current page of inline class c ran dry (its list ended, or was cut
+ * by the profiler) and the owner's frees wait on its local list: they
+ * become the list, and the first is taken, as page_refill_pop does for a
+ * heap that does not sample, with the housekeeping on every
+ * REFILL_SLOW_EVERY-th refill. NULL: the whole slow path. */
+static block_t *sampling_refill(heap_t *h, page_t *pg) {
+  if (!(pg->free == page_list_end(pg) || pg->free == page_list_cut(pg)) ||
+      !page_holds_block_inline(pg, pg->local_free) || ++h->refill_tick % REFILL_SLOW_EVERY == 0)
+    return NULL;
+  page_take_local_free(pg);
+  return page_pop(pg);
+}
+
 static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
-  prof_heap_t *ph = prof_heap_state(h);
+  prof_heap_t *ph = prof_heap_of(h);
   /* What the allocation takes without sampling: class c (0: large or huge)
    * and the bytes it counts for. */
   unsigned c = 0;
@@ -489,15 +502,16 @@ static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
   bool inline_class = c != 0 && c < CLASS_CACHE_FIRST;
   void *p = NULL;
   if (ph != NULL) {
-    if (inline_class) {
-      page_t *pg = h->queues[c].first;
-      if (pg != NULL && page_holds_block_inline(pg, pg->free)) return page_pop(pg); /* counted */
-    }
+    page_t *pg = inline_class ? h->queues[c].first : NULL;
+    if (pg != NULL && page_holds_block_inline(pg, pg->free)) return page_pop(pg); /* counted */
     ph->left[c] -= (int64_t)counted;
     if (ph->left[c] <= 0 && !ph->busy) {
       ph->left[c] = prof_draw(ph);
       p = alloc_large_or_huge(h, size, alignment);
       if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
+    } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
+      prof_expose(ph, c, pg);
+      return p;
     }
   }
   if (p == NULL) { /* not sampled, or no memory for a span: served as usual */

@@ -205,8 +205,10 @@ bool page_lists_contain(const page_t *pg, const block_t *b) {
 
 enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
 
-/* Make the free list start with a block of the page if it has any to give. */
-static enum collect_result page_collect(page_t *pg) {
+/* Make the free list start with a block of the page if it has any to give.
+ * `cut`: the heap samples for the profiler, whose lists end at
+ * page_list_cut (profile.h): so do the blocks carved here. */
+static enum collect_result page_collect(page_t *pg, bool cut) {
   block_t *end = page_list_end(pg);
   if (pg->free != end) {
     if (page_holds_block(pg, pg->free)) return PAGE_HAS_BLOCKS;
@@ -214,17 +216,21 @@ static enum collect_result page_collect(page_t *pg) {
       page_report_broken(pg, pg->free);
       return PAGE_IS_BROKEN;
     }
-    pg->free = end; /* cut by the profiler (profile.h): an empty list */
+    pg->free = end; /* cut by the profiler: an empty list */
   }
   if (pg->local_free != end) {
-    if (!page_holds_block(pg, pg->local_free)) {
+    if (page_holds_block(pg, pg->local_free)) {
+      page_take_local_free(pg);
+      return PAGE_HAS_BLOCKS;
+    }
+    if (pg->local_free != page_list_cut(pg)) {
       page_report_broken(pg, pg->local_free);
       return PAGE_IS_BROKEN;
     }
-    page_take_local_free(pg);
-    return PAGE_HAS_BLOCKS;
+    pg->local_free = end; /* the profiler's empty local list */
   }
   if (pg->reserved < pg->capacity) {
+    if (cut) pg->free = page_list_cut(pg);
     page_extend(pg);
     return PAGE_HAS_BLOCKS;
   }
@@ -271,7 +277,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   for (;;) {
     page_t *pg = q->first;
     if (pg == NULL) break;
-    enum collect_result r = page_collect(pg);
+    enum collect_result r = page_collect(pg, h->prof != NULL);
     if (r == PAGE_HAS_BLOCKS) return pg;
     /* Full: park it where the allocator does not look again. The first
      * block freed back to it (used drops below capacity) brings it back.
@@ -290,7 +296,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   page_t *pg = page_new(h, c);
   if (pg == NULL) return NULL;
   queue_push_front(h, q, pg, c);
-  page_collect(pg);
+  page_collect(pg, h->prof != NULL);
   return pg;
 }
 

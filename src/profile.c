@@ -67,7 +67,7 @@ static bool have_prefix;
 static uint64_t dump_seq;
 static char *out_buf;
 
-static _Atomic(int) dump_requested;
+_Atomic(int) brisk_prof_dump_requested; /* by a signal or the interval */
 static _Atomic(int) signal_installed;
 
 /* Under prof_lock. */
@@ -214,20 +214,32 @@ static block_t *list_tail(const page_t *pg, block_t *b, uint64_t *count) {
   return list_ended(pg, block_next(b)) ? b : NULL;
 }
 
-/* pg's free list goes in front of its local list, and the free list is
- * the cut: the next allocation from pg takes the slow path, which collects
- * the local list and counts what it hands to the inline path. */
+/* pg's free list goes in front of its local list, both end at the cut,
+ * and the free list is the cut: the next allocation from pg takes the slow
+ * path, which collects the local list and counts what it hands to the
+ * inline path. (Lists that end in a broken link are left as they are, for
+ * the slow path to report.) */
 static void withdraw(page_t *pg) {
-  block_t *b = pg->free;
-  if (in_page(pg, b)) {
-    block_t *tail = list_tail(pg, b, NULL);
-    if (tail == NULL) return; /* a broken link: left for the slow path to report */
-    if (!list_ended(pg, pg->local_free)) block_set_next(tail, pg->local_free);
-    pg->local_free = b;
-  } else if (!list_ended(pg, b)) {
-    return; /* a broken head, likewise */
+  block_t *cut = page_list_cut(pg), *head = cut;
+  block_t *ltail = NULL, *ftail = NULL;
+  if (in_page(pg, pg->local_free)) {
+    if ((ltail = list_tail(pg, pg->local_free, NULL)) == NULL) return;
+    head = pg->local_free;
+  } else if (!list_ended(pg, pg->local_free)) {
+    return;
   }
-  pg->free = page_list_cut(pg);
+  if (in_page(pg, pg->free)) {
+    if ((ftail = list_tail(pg, pg->free, NULL)) == NULL) return;
+  } else if (!list_ended(pg, pg->free)) {
+    return;
+  }
+  if (ltail != NULL) block_set_next(ltail, cut);
+  if (ftail != NULL) {
+    block_set_next(ftail, head);
+    head = pg->free;
+  }
+  pg->local_free = head;
+  pg->free = cut;
 }
 
 /* Start counting h's allocations: the lists its inline path pops from
@@ -257,9 +269,24 @@ void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
   block_t *b = pg->free;
   if (!in_page(pg, b)) return; /* nothing to hand out (or a broken link: reported later) */
   block_t *cut = page_list_cut(pg);
+  /* An empty local list (just taken) starts again from the cut, so that
+   * the list it becomes ends there too. */
+  if (pg->local_free == page_list_end(pg)) pg->local_free = cut;
   int64_t size = (int64_t)class_size(c), left = ph->left[c];
   /* Allocations of this class before the one whose bytes reach the count. */
   uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
+  /* The list was just collected (the local list, or carved blocks) and one
+   * block taken: the page's other blocks are all on it, and it ends at the
+   * cut (withdraw, page_collect), so its length is known without a walk. */
+  uint32_t used = pg->used - PAGE_USED_BIAS;
+  uint64_t len = list_ended(pg, pg->local_free) && used < pg->reserved ? pg->reserved - used : 0;
+  if (len != 0 && allow >= len) {
+    ph->left[c] = left - (int64_t)len * size;
+    return;
+  }
+  /* The countdown runs out within the list (or its length is not known):
+   * walk to the allowed count and cut there; the rest waits on the local
+   * list, which the slow path takes next. */
   uint64_t n = 0;
   block_t *rest;
   if (allow == 0) {
@@ -276,7 +303,6 @@ void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
     block_set_next(b, cut);
   }
   if (!list_ended(pg, rest)) {
-    /* The rest waits on the local list, which the slow path takes next. */
     if (!list_ended(pg, pg->local_free)) {
       block_t *tail = list_tail(pg, rest, NULL);
       if (tail != NULL) block_set_next(tail, pg->local_free);
@@ -424,7 +450,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
   }
   lock_release(&prof_lock);
   if (dump) {
-    atomic_store_relaxed(&dump_requested, 1);
+    atomic_store_relaxed(&brisk_prof_dump_requested, 1);
     background_kick(os_now_ms());
   }
 }
@@ -689,21 +715,19 @@ static int dump_next(void) {
 /* A dump asked for by a signal or the interval, if no other is running. */
 static void dump_if_asked(void) {
   if (!lock_try_acquire(&dump_lock)) return;
-  if (atomic_exchange_explicit(&dump_requested, 0, memory_order_relaxed)) dump_next();
+  if (atomic_exchange_explicit(&brisk_prof_dump_requested, 0, memory_order_relaxed)) dump_next();
   lock_release(&dump_lock);
 }
 
 uint64_t prof_background(uint64_t now) {
-  if (BRISK_LIKELY(!atomic_load_relaxed(&dump_requested))) return 0;
+  if (BRISK_LIKELY(!atomic_load_relaxed(&brisk_prof_dump_requested))) return 0;
   dump_if_asked();
   /* Another dump was running: this one follows it. */
-  return atomic_load_relaxed(&dump_requested) ? now + PROF_RETRY_MS : 0;
+  return atomic_load_relaxed(&brisk_prof_dump_requested) ? now + PROF_RETRY_MS : 0;
 }
 
-void prof_poll(void) {
-  background_poll();
-  if (BRISK_UNLIKELY(atomic_load_relaxed(&dump_requested)) && !background_running())
-    dump_if_asked();
+void prof_poll_slow(void) {
+  if (!background_running()) dump_if_asked();
 }
 
 /* ---------------------------------------------------------------------------
@@ -768,7 +792,7 @@ static void leak_report(void) {
 static void on_signal(int sig) {
   (void)sig;
   int saved = errno;
-  atomic_store_explicit(&dump_requested, 1, memory_order_relaxed);
+  atomic_store_explicit(&brisk_prof_dump_requested, 1, memory_order_relaxed);
   background_kick(0);
   errno = saved;
 }
@@ -896,6 +920,6 @@ void prof_fork_child(void) {
   /* The child's dumps are its own: its pid names them, numbered from 0.
    * The blocks the parent had sampled are in the child's memory too. */
   dump_seq = 0;
-  atomic_store_relaxed(&dump_requested, 0);
+  atomic_store_relaxed(&brisk_prof_dump_requested, 0);
   if (signo != 0 && prof_active()) background_kick(os_now_ms()); /* the child's own thread */
 }

@@ -40,6 +40,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "background.h"
 #include "block.h"
 #include "heap_types.h"
 
@@ -67,9 +68,14 @@ BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
 }
 
 /* h's state, created on first use (NULL when the OS has no memory for it:
- * then h samples nothing). A thread's heap then sends every allocation
- * above DIRECT_MAX to heap_alloc (cache_path_max). */
+ * then h samples nothing). A thread's heap sends every allocation above
+ * DIRECT_MAX to heap_alloc (cache_path_max) while it samples. */
 BRISK_INTERNAL prof_heap_t *prof_heap_state(heap_t *h);
+BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
+  if (BRISK_UNLIKELY(h->prof == NULL || (h->cache_path_max > DIRECT_MAX && h->kind == HEAP_KIND_THREAD)))
+    return prof_heap_state(h);
+  return h->prof;
+}
 /* Bytes to the next sample after one was taken. */
 BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
 /* pg, the current page of class c (<= DIRECT_MAX), will serve the inline
@@ -94,7 +100,13 @@ BRISK_INTERNAL uint64_t prof_background(uint64_t now);
 /* A safe point (a slow path with no lock held, not brisk's own heap):
  * start the background thread if it is wanted, write a dump that was
  * asked for if no background thread will. */
-BRISK_INTERNAL void prof_poll(void);
+extern _Atomic(int) brisk_prof_dump_requested BRISK_INTERNAL;
+BRISK_INTERNAL void prof_poll_slow(void);
+BRISK_INLINE void prof_poll(void) {
+  background_poll();
+  if (BRISK_UNLIKELY(atomic_load_explicit(&brisk_prof_dump_requested, memory_order_relaxed)))
+    prof_poll_slow();
+}
 
 /* Start-up (after the options are read; again when they are read late). */
 BRISK_INTERNAL void prof_init(void);

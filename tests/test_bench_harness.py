@@ -291,19 +291,19 @@ def test_allocator_environment():
     d = tempfile.mkdtemp()
     try:
         lib = fake_lib(d)
-        spec = "plain=%s,prof=%s:BRISK_PROFILE=/tmp/p/x:BRISK_PROFILE_RATE=4096,g=none:A=b=c" % (lib, lib)
+        spec = "plain=%s,prof=%s:BRISKTEST_PROBE=/tmp/p/x:BRISKTEST_PROBE_RATE=4096,g=none:A=b=c" % (lib, lib)
         allocs, _ = runner.resolve_allocators(spec, "/nonexistent", False, lambda m: None)
         env = {a.name: a.env for a in allocs}
-        assert env == {"plain": {}, "prof": {"BRISK_PROFILE": "/tmp/p/x", "BRISK_PROFILE_RATE": "4096"},
+        assert env == {"plain": {}, "prof": {"BRISKTEST_PROBE": "/tmp/p/x", "BRISKTEST_PROBE_RATE": "4096"},
                        "g": {"A": "b=c"}}, env
         assert allocs[1].lib == lib
         run_env = runner.child_env(allocs[1], 3)
-        assert run_env["BRISK_PROFILE"] == "/tmp/p/x" and run_env["BENCH_ALLOC"] == "prof"
+        assert run_env["BRISKTEST_PROBE"] == "/tmp/p/x" and run_env["BENCH_ALLOC"] == "prof"
         assert run_env["BENCH_RUN"] == "3" and "LD_PRELOAD" not in run_env
-        assert "BRISK_PROFILE" not in runner.child_env(allocs[0], 1)
+        assert "BRISKTEST_PROBE" not in runner.child_env(allocs[0], 1)
         aa = runner.make_aa(allocs[1], d)
-        assert aa.env == allocs[1].env and runner.child_env(aa, 1)["BRISK_PROFILE_RATE"] == "4096"
-        assert "BRISK_PROFILE=/tmp/p/x" in allocs[1].describe() and allocs[1].to_json()["env"]
+        assert aa.env == allocs[1].env and runner.child_env(aa, 1)["BRISKTEST_PROBE_RATE"] == "4096"
+        assert "BRISKTEST_PROBE=/tmp/p/x" in allocs[1].describe() and allocs[1].to_json()["env"]
         assert_alloc_refused("a=%s:X=1:notvar" % lib, "a=%s:notvar" % lib)
     finally:
         shutil.rmtree(d)
