@@ -408,17 +408,33 @@ static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment) {
   return alloc_huge(h, size, alignment);
 }
 
-static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment);
+static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment);
+
+/* While the profiler samples, the common case of heap_alloc: a class with
+ * a cache (above DIRECT_MAX), no sample, a cached block; else NULL. */
+BRISK_INLINE block_t *sampling_cache_pop(heap_t *h, size_t size) {
+  prof_heap_t *ph = h->prof;
+  if (ph == NULL || h->cache_path_max != DIRECT_MAX || size - (DIRECT_MAX + 1) >= MEDIUM_MAX - DIRECT_MAX)
+    return NULL;
+  unsigned c = size_to_class(size);
+  int64_t left = ph->left[c] - (int64_t)class_size(c);
+  if (left <= 0 || heap_class_cache(h, c)->count == 0) return NULL;
+  ph->left[c] = left;
+  return class_cache_pop(h, c);
+}
 
 void *heap_alloc_class(heap_t *h, unsigned c) {
-  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, class_size(c), 0);
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_counted(h, class_size(c), 0);
   void *p = alloc_class_page(h, c);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
 }
 
 void *heap_alloc(heap_t *h, size_t size) {
-  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, size, 0);
+  if (BRISK_UNLIKELY(prof_active())) {
+    block_t *b = sampling_cache_pop(h, size);
+    return b != NULL ? b : heap_alloc_counted(h, size, 0);
+  }
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
   else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
@@ -429,7 +445,7 @@ void *heap_alloc(heap_t *h, size_t size) {
 
 /* alignment: a power of two > 16. */
 void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
-  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_sampling(h, size, alignment);
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_counted(h, size, alignment);
   if (size == 0) size = 1;
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);
   if (rounded < size) { errno = ENOMEM; return NULL; }
@@ -473,7 +489,7 @@ static block_t *sampling_refill(heap_t *h, page_t *pg) {
   return page_pop(pg);
 }
 
-static void *heap_alloc_sampling(heap_t *h, size_t size, size_t alignment) {
+static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
   prof_heap_t *ph = prof_heap_of(h);
   /* What the allocation takes without sampling: class c (0: large or huge)
    * and the bytes it counts for. */

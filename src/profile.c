@@ -103,11 +103,9 @@ static double prof_ln(double x) {
     m *= 0.5;
     e++;
   }
-  double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
-  for (int k = 1; k < 30; k += 2) {
-    sum += term / k;
-    term *= z2;
-  }
+  /* |z| <= 0.172: seven terms reach 1e-11 */
+  double z = (m - 1) / (m + 1), z2 = z * z;
+  double sum = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
   return 2 * sum + e * LN2;
 }
 
@@ -414,12 +412,19 @@ static void sample_drop(uint32_t i) {
   sample_free = i;
 }
 
+/* The owner's flag, ordered with the code around it as a signal handler
+ * on the same thread sees it. */
+static inline void set_busy(prof_heap_t *ph, uint32_t v) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ph->busy = v;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
 void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
   prof_heap_t *ph = h->prof;
   uintptr_t pcs[PROF_FRAMES];
-  ph->busy = 1;
+  set_busy(ph, 1); /* to the end: an allocation in a signal handler here takes no sample */
   size_t n = unwind_backtrace(pcs, PROF_FRAMES);
-  ph->busy = 0;
   double weight = 1.0 / sample_probability((double)sampled, current_rate());
   double bytes = (double)requested * weight;
   bool dump = false;
@@ -449,21 +454,29 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
     pg->prof_slot = i;
   }
   lock_release(&prof_lock);
+  set_busy(ph, 0);
   if (dump) {
     atomic_store_relaxed(&brisk_prof_dump_requested, 1);
     background_kick(os_now_ms());
   }
 }
 
-void prof_forget(page_t *pg) {
+void prof_forget(page_t *pg, heap_t *caller) {
+  prof_heap_t *ph = caller != NULL ? caller->prof : NULL;
+  /* The calling thread was interrupted inside the profiler (a free in a
+   * signal handler): the record stays, rather than wait for a lock this
+   * thread holds. */
+  if (ph != NULL && ph->busy) return;
   uint32_t i = pg->prof_slot;
   pg->prof_slot = 0;
+  if (ph != NULL) set_busy(ph, 1);
   lock_acquire(&prof_lock);
   /* Descriptors are cleared when their span or mapping is handed out
    * again, so a slot names its own record (unless the record went with
    * its destroyed heap: then no block is freed through it). */
   if (i < sample_top && samples[i].addr != 0) sample_drop(i);
   lock_release(&prof_lock);
+  if (ph != NULL) set_busy(ph, 0);
 }
 
 void prof_forget_heap(heap_t *h) {

@@ -48,7 +48,10 @@
 typedef struct prof_heap_s {
   int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
   uint64_t rng;
-  uint32_t busy;             /* capturing a stack: no sample within */
+  uint32_t busy;             /* the owner is in the profiler (a stack walk, the
+                                record's lock): an allocation or free that
+                                interrupts it (a signal handler) neither
+                                samples nor waits for the lock */
   uint32_t live;             /* its sampled blocks still live (under the lock) */
 } prof_heap_t;
 
@@ -89,8 +92,9 @@ BRISK_INTERNAL void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, p
 /* Record the sampled block (a large or huge block, descriptor pg) of
  * `requested` bytes, counted as `sampled` bytes: the stack is captured here. */
 BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled);
-/* A large or huge block whose descriptor has a prof_slot is freed. */
-BRISK_INTERNAL void prof_forget(page_t *pg) BRISK_NOINLINE;
+/* A large or huge block whose descriptor has a prof_slot is freed, by the
+ * thread whose heap is `caller` (NULL: none). */
+BRISK_INTERNAL void prof_forget(page_t *pg, heap_t *caller) BRISK_NOINLINE;
 /* Every sampled block of h goes (heap_destroy). */
 BRISK_INTERNAL void prof_forget_heap(heap_t *h);
 /* A round of the background thread (heaps_background_round): a dump that
