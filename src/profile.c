@@ -337,7 +337,7 @@ static uint64_t stack_hash(const uintptr_t *pcs, size_t n) {
 }
 
 static bool buckets_grow(void) {
-  size_t count = bucket_count ? bucket_count * 2 : 4096;
+  size_t count = bucket_count ? bucket_count * 2 : 512;
   prof_stack_t **nb = prof_map(count * sizeof(*nb));
   if (nb == NULL) return false;
   for (prof_stack_t *s = stacks_all; s; s = s->all_next) {

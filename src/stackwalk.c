@@ -96,7 +96,7 @@ typedef struct rule_s {
  * so that a rule of an unloaded object is not used for another. Entries
  * are written under a sequence number (odd while written) and read twice
  * around it. */
-#define RULE_CACHE 4096
+#define RULE_CACHE 1024 /* 40 KiB, touched only by a process that samples */
 typedef struct rule_slot_s {
   _Atomic(uint32_t) seq;
   uintptr_t pc, map;
