@@ -9,8 +9,9 @@
  * neither. Built into another program (libbrisk.a, the Rust crate), the
  * unwinder is the program's own libgcc.
  *
- * Layer 1, after platform.c: calls the platform layer, libgcc's unwinder
- * and the C library's loader queries (dl_iterate_phdr, dladdr1). */
+ * Layer 2, after report.c: calls the platform layer, report.c (the
+ * internal checks' failures), libgcc's unwinder and the C library's loader
+ * queries (_dl_find_object, dl_iterate_phdr, dladdr1). */
 #ifndef BRISK_STACKWALK_H
 #define BRISK_STACKWALK_H
 
