@@ -17,6 +17,9 @@
  *                              with BRISK_FAULT_RATE): nothing may crash
  *   profile_sites idle MS      allocate a little, then sleep MS ms (a dump
  *                              on a signal must still be written)
+ *
+ * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
+ * make_early before main runs.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -65,6 +68,20 @@ __attribute__((noinline)) void prefetch(int from, int to) {
 
 __attribute__((noinline)) void remember_errors(void **kept, int n) {
   for (int i = 0; i < n; i++) kept[i] = make_leaked();
+}
+
+enum { N_EARLY = 4000, EARLY = 2000 };
+static void *early[N_EARLY];
+
+__attribute__((noinline)) void *make_early(void) {
+  char *p = malloc(EARLY);
+  if (p) memset(p, 4, EARLY);
+  return p;
+}
+
+__attribute__((constructor)) static void before_main(void) {
+  if (getenv("PROFILE_SITES_EARLY") == NULL) return;
+  for (int i = 0; i < N_EARLY; i++) early[i] = make_early();
 }
 
 typedef int (*dump_fn)(const char *);

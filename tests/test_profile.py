@@ -4,7 +4,8 @@ sites of known sizes, one leaking; built without frame pointers) run
 under LD_PRELOAD=libbrisk.so with BRISK_PROFILE at a 4 KiB rate.
 
   - the dump it asks for while the three are live, read by google-pprof
-    --text: each site named, its in-use bytes within 10% of the truth;
+    --text: each site named, its in-use bytes within 10% of the truth (and
+    those of a fourth, make_early, which allocates before main);
     the dump at exit: allocated bytes within 10% for all three, in use
     only the leaking one;
   - every dump is well formed: the header is the sum of the stack lines,
@@ -48,6 +49,7 @@ FLAME = os.path.join(SOURCE_DIR, "scripts", "brisk-flame.py")
 # profile_sites.c: site -> (blocks, bytes each); make_leaked is never freed
 SITES = {"make_record": (200000, 48), "make_buffer": (10000, 2000), "make_leaked": (300, 40000)}
 TRUTH = {k: n * size for k, (n, size) in SITES.items()}
+EARLY_TRUTH = 4000 * 2000  # make_early, from a constructor: live to the exit
 TOLERANCE = 0.10
 
 failures = []
@@ -151,7 +153,7 @@ def test_sites(tmp, pprof):
     prefix = os.path.join(tmp, "sites")
     mid = os.path.join(tmp, "mid.heap")
     r = run(["sites", mid], {"BRISK_PROFILE": prefix, "BRISK_PROFILE_RATE": "4096",
-                             "BRISK_PROFILE_LEAKS": "1"})
+                             "BRISK_PROFILE_LEAKS": "1", "PROFILE_SITES_EARLY": "1"})
     if not check(r.returncode == 0, "profile_sites sites: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
         return
     exits = glob.glob(prefix + ".*.0.heap")
@@ -208,12 +210,14 @@ def test_sites(tmp, pprof):
             full = widths.get("all", 0)
             for site, n in got.items():
                 w = widths.get(site)
-                check(w is not None and full and abs(w / full - n / sum(got.values())) < 0.005,
+                check(w is not None and full and abs(w / full - n / sum(c for _, c in coll)) < 0.005,
                       "flame graph: %s is %s px of %s" % (site, w, full))
 
     if pprof is None:
         return
     flat, text = pprof_flat(pprof, mid, "--inuse_space")
+    check(near(flat.get("make_early"), EARLY_TRUTH),
+          "google-pprof --text: make_early (before main) %s, truth %d" % (flat.get("make_early"), EARLY_TRUTH))
     for site, want in TRUTH.items():
         check(near(flat.get(site), want), "google-pprof --text (in use, while live): %s %s, truth %d"
               % (site, flat.get(site), want))
