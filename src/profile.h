@@ -22,9 +22,11 @@
  * drawn from the exponential distribution of mean RATE (a memoryless
  * Poisson process: per-class countdowns sample each byte alike). The fast
  * paths count nothing: only slow paths hand blocks to them (a page's free
- * list), so the profiler cuts such a list where the class's countdown runs
- * out (page_list_cut ends it, the rest waits on the page's local list): the
- * allocation that finds the list empty is the sample, in the slow path.
+ * list), so in a heap that samples every list of a current page ends at
+ * page_list_cut, and the slow path that hands a list over counts it (its
+ * length is the page's free blocks) or, when the class's countdown runs
+ * out within it, cuts it there (the rest waits on the page's local list):
+ * the allocation that finds the cut is the sample, in the slow path.
  * Classes above DIRECT_MAX, large and huge blocks have no inline path: each
  * of their allocations is counted in the slow path while sampling is on.
  * A sampled block of any size is served as a large block (a span of its
@@ -33,7 +35,7 @@
  *
  * Layer 5, after heap_types.h and before page.h: it calls the platform
  * layer, options, reports, the background thread and stackwalk.c; page.c,
- * heap.c, thread.c, free.c and api.c call it. */
+ * heap.c, thread.c, free.c, api.c and settings.c call it. */
 #ifndef BRISK_PROFILE_H
 #define BRISK_PROFILE_H
 
