@@ -17,7 +17,8 @@ under LD_PRELOAD=libbrisk.so with BRISK_PROFILE at a 4 KiB rate.
   - scripts/brisk-flame.py makes a well-formed SVG from the collapsed file,
     each site's box as wide as its share;
   - a dump on BRISK_PROFILE_SIGNAL while the program sleeps (the background
-    thread writes it); nothing written and nothing printed when the
+    thread writes it); dumps every BRISK_PROFILE_INTERVAL bytes of growth;
+    nothing written and nothing printed when the
     profiler is off; BRISK_PROFILE_LEAKS=1 alone reports without files;
   - bad settings and unwritable paths: one warning line each, and the
     program runs to its end; allocations that fail (fault injection)
@@ -266,6 +267,24 @@ def test_signal(tmp):
     check(os.path.exists("%s.%d.1.heap" % (prefix, p.pid)), "no dump at exit after the signal's")
 
 
+def test_interval(tmp):
+    """BRISK_PROFILE_INTERVAL: a dump each time the memory in use grew by
+    that much (without the background thread, the allocating thread
+    writes them at once, so their number is known)."""
+    prefix = os.path.join(tmp, "grow")
+    r = run(["sites", os.path.join(tmp, "grow-mid.heap")],
+            {"BRISK_PROFILE": prefix, "BRISK_PROFILE_RATE": "4096", "BRISK_PROFILE_INTERVAL": "8000000",
+             "BRISK_BACKGROUND": "0"})
+    check(r.returncode == 0 and r.stderr == "", "interval run: exit %d, stderr %r" % (r.returncode, r.stderr[-500:]))
+    dumps = sorted(glob.glob(prefix + ".*.heap"), key=lambda p: int(p.split(".")[-2]))
+    # 42 MB grow in steps of 8 MB: 4 or 5 dumps on the way, then the exit's
+    check(5 <= len(dumps) <= 7, "BRISK_PROFILE_INTERVAL=8000000: %d dumps" % len(dumps))
+    in_use = [t[1] for t in (check_heap_file(d) for d in dumps[:-1]) if t]
+    check(all(b > a for a, b in zip(in_use, in_use[1:])) and in_use and in_use[0] >= 8000000 * 0.8,
+          "the interval dumps' in-use bytes: %s" % in_use)
+    print("[profile] interval dumps, in use: %s" % in_use)
+
+
 def test_off_and_leaks_alone(tmp):
     d = os.path.join(tmp, "off")
     os.mkdir(d)
@@ -324,6 +343,7 @@ def main():
     try:
         test_sites(tmp, pprof)
         test_signal(tmp)
+        test_interval(tmp)
         test_off_and_leaks_alone(tmp)
         test_bad_settings(tmp)
         test_faults(tmp)
