@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Charts of a harness run: time and peak-RSS ratios to the reference.
 
-    python3 bench/plot.py bench/results/quick-....json [OUT_STEM]
-    python3 bench/plot.py bench/results/scaling-....json [OUT_STEM]
+    python3 bench/plot.py bench/out/quick-....json [OUT_STEM]
+    python3 bench/plot.py bench/out/scaling-....json [OUT_STEM]
 
 Writes OUT_STEM-time.png and OUT_STEM-rss.png (default: beside the JSON)
 and prints their paths; for a --scaling run, OUT_STEM-WORKLOAD.png per

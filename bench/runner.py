@@ -346,7 +346,7 @@ WORKLOADS = [
      "sizes": {"quick": 60, "default": 300, "full": 3000}, "instr": 40,
      "what": "5..25 MiB blocks, window 4 per thread, every page touched"},
     {"name": "latency", "argv": ["{bin}/bench_latency", "{size}"],
-     "sizes": {"quick": 1000000, "default": 4000000, "full": 20000000}, "time": "reported",
+     "sizes": {"quick": 200000, "default": 1000000, "full": 4000000}, "time": "reported",
      "what": "tail latency: 4096 live blocks of 16 B..64 KiB, each free + malloc pair timed alone "
              "(P50/P99/P99.9/P99.99 and the worst pair)"},
     {"name": "large-live", "argv": ["{bin}/bench_sizes", "large-live", "{size}"],
@@ -359,7 +359,7 @@ WORKLOADS = [
     {"name": "session-pmr", "argv": ["{bin}/bench_session_pmr", "{size}"],
      "sizes": {"quick": 20000, "default": 100000, "full": 1000000}, "time": "reported",
      "optional": True,
-     "what": "issue 4: std::pmr monotonic and pool resources against brisk heaps and session "
+     "what": "std::pmr monotonic and pool resources against brisk heaps and session "
              "arenas in one process (bursts, destroy at 1k..1M live blocks, overflow, "
              "cross-thread free); run with --only session-pmr --alloc brisk"},
     {"name": "zmq", "argv": ["{bin}/bench_zmq", "{size}"],

@@ -1,4 +1,4 @@
-// Sessions, heaps and arenas: the evidence asked for by issue 4.
+// Sessions, heaps and arenas: std::pmr resources against brisk heaps and arenas.
 //
 // One process, four parts (all on the thread that runs main unless said):
 //

@@ -3,7 +3,7 @@
  * a stamp and one byte per page and checking them before the free. No
  * cross-thread frees.
  *   midlarge: 8..34 KiB, window 2048 (the 2-thread workload where a shared
- *             pool lock showed as a futex in BRIEF.md's story)
+ *             pool lock once showed as a futex)
  *   linear:   1..80000 B, window 256 (a linear size distribution)
  *   large:    5..25 MiB, window 4 (what is cached, what goes to the OS)
  *   large-live: 5..25 MiB, window 10 per thread (20 live with the default 2
