@@ -5,6 +5,7 @@
     python3 bench/harness.py --full
     python3 bench/harness.py --only larson,msgpipe --alloc brisk,mimalloc
     python3 bench/harness.py --alloc brisk=build/libbrisk.so,old=/tmp/old/libbrisk.so
+    python3 bench/harness.py --alloc brisk,profiled=build/libbrisk.so:BRISK_PROFILE=/tmp/p/x
     python3 bench/harness.py --quick --syscalls      # strace -c counts
     python3 bench/harness.py --instructions          # callgrind, instr/op
     python3 bench/harness.py --profile --only msgpipe --alloc brisk,mimalloc
@@ -225,7 +226,7 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
     lines.append("Command: `%s`" % meta["command"])
     lines.append("")
     lines.append("Allocators: " + ", ".join(
-        "%s (%s)" % (a.name, meta["versions"].get(a.name) or a.lib or "no preload") for a in allocs))
+        "%s (%s)" % (a.name, a.describe(meta["versions"].get(a.name))) for a in allocs))
     lines.append("")
 
     def cell_text(c, key, fmt):
@@ -502,7 +503,8 @@ def parse_args(argv):
     tier.add_argument("--full", action="store_const", dest="tier", const="full",
                       help="full sizes (about 10 s per run)")
     p.add_argument("--only", help="comma list of workloads")
-    p.add_argument("--alloc", help="comma list: peer names, NAME=/path/lib.so, NAME=none")
+    p.add_argument("--alloc", help="comma list: peer names, NAME=/path/lib.so, NAME=none; each "
+                   "may end in :VAR=VALUE items, set in that allocator's runs (and its A/A copy)")
     p.add_argument("--ref", help="reference allocator for ratios (default brisk, else the first)")
     p.add_argument("--runs", type=int, help="runs per cell (default 5; 1 for --syscalls)")
     p.add_argument("--size", type=int, help="override the size of every selected workload")
@@ -910,7 +912,7 @@ def report_scaling(meta, workloads, points, allocs, ref_name, cells, collapse):
                 meta["host"]), "",
              "Command: `%s`" % meta["command"], "",
              "Allocators: " + ", ".join(
-                 "%s (%s)" % (a.name, meta["versions"].get(a.name) or a.lib or "no preload")
+                 "%s (%s)" % (a.name, a.describe(meta["versions"].get(a.name)))
                  for a in allocs), "",
              "Throughput in Mops/s: the RESULT line's ops divided by the median of the runs' "
              "secs (the program's timed part). A peer's cell is followed by its throughput / "
@@ -1145,7 +1147,7 @@ def run_profile(args, workloads, allocs, ctx, size_of, meta, stem, log):
                 argv = [ctx["spawn"], os.devnull, preload or ""] + argv
                 preload = None
             child = Child(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", data,
-                           "--"] + argv, child_env(a.name, 0), ctx["timeout"], None, preload)
+                           "--"] + argv, child_env(a, 0), ctx["timeout"], None, preload)
             r = child.wait()
             rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
                                   "--sort", "dso,sym", "-g", "none", "--percent-limit", "1.5"],
@@ -1190,7 +1192,7 @@ def run_instructions(args, workloads, allocs, ctx, meta, stem, ref_name, log):
                            "--dump-instr=no", "--compress-strings=no"]
                 argv = workload_argv(w, ctx["bin_dir"], n, 1, w.get("instr_extra"))
                 argv, preload = wrap(argv, a.preload(w, ctx["glibc_forward"]), wrapper)
-                child = Child(argv, child_env(a.name, 0), ctx["timeout"], None, preload)
+                child = Child(argv, child_env(a, 0), ctx["timeout"], None, preload)
                 ctx["current"] = child
                 r = child.wait()
                 ctx["current"] = None

@@ -70,11 +70,12 @@ class Allocator:
     """One column of the matrix. lib is None for the process's own malloc
     (glibc), else the library to preload."""
 
-    def __init__(self, name, lib=None, kind="peer"):
+    def __init__(self, name, lib=None, kind="peer", env=None):
         self.name = name
         self.lib = lib
         self.kind = kind  # peer (Debian) | built (BUILT_PEERS) | custom | aa
         self.source = lib  # where lib was copied from (see snapshot)
+        self.env = dict(env or {})  # set in this allocator's runs (NAME=path:VAR=VALUE)
 
     def preload(self, workload, glibc_forward):
         if self.lib:
@@ -84,7 +85,42 @@ class Allocator:
         return None
 
     def to_json(self):
-        return {"name": self.name, "lib": self.source, "kind": self.kind}
+        d = {"name": self.name, "lib": self.source, "kind": self.kind}
+        if self.env:
+            d["env"] = dict(self.env)
+        return d
+
+    def describe(self, version=None):
+        """The allocator as the reports name it: its version or library,
+        and the environment it runs with."""
+        text = version or self.lib or "no preload"
+        if self.env:
+            text += "; " + " ".join("%s=%s" % kv for kv in sorted(self.env.items()))
+        return text
+
+
+ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_env(part):
+    """One --alloc item: NAME, NAME=path, either followed by :VAR=VALUE
+    items (the environment of that allocator's runs). Returns (name, path
+    or None, env)."""
+    pieces = part.split(":")
+    head, env = [pieces[0]], {}
+    for piece in pieces[1:]:
+        if env or ENV_ITEM.match(piece):
+            if not ENV_ITEM.match(piece):
+                raise SystemExit("harness: --alloc %s: '%s' is not VAR=VALUE" % (part, piece))
+            var, value = piece.split("=", 1)
+            env[var] = value
+        else:
+            head.append(piece)  # a ':' inside the path
+    head = ":".join(head)
+    if "=" in head:
+        name, path = head.split("=", 1)
+        return name.strip(), path.strip(), env
+    return head.strip(), None, env
 
 
 def ldconfig_map():
@@ -155,16 +191,15 @@ def resolve_allocators(spec, brisk_lib, install, log):
     """Parses --alloc. Returns (allocators, notes). spec None = every peer."""
     notes = []
     items = []
+    envs = {}
     if spec:
         for part in spec.split(","):
             part = part.strip()
             if not part:
                 continue
-            if "=" in part:
-                name, path = part.split("=", 1)
-                items.append((name.strip(), path.strip()))
-            else:
-                items.append((part, None))
+            name, path, env = split_env(part)
+            items.append((name, path))
+            envs[name] = env
     else:
         items = [(name, None) for name, _, _ in PEERS]
         items += [(name, None) for name, f, _, default in BUILT_PEERS
@@ -225,6 +260,8 @@ def resolve_allocators(spec, brisk_lib, install, log):
         if still:
             notes.append("missing peers, run without them: %s (install with: sudo apt-get install %s)"
                          % (", ".join(still), " ".join(PEER_PACKAGES[m] for m in still)))
+    for a in resolved:
+        a.env = dict(envs.get(a.name, {}))
     return [a for a in resolved if a.kind != "missing"], notes
 
 
@@ -245,12 +282,12 @@ def make_aa(ref, tmpdir):
     """A second copy of the reference library, preloaded as if it were a
     different allocator: the A/A noise check."""
     if ref.lib is None:
-        return Allocator(ref.name + "-aa", None, "aa")
+        return Allocator(ref.name + "-aa", None, "aa", ref.env)
     base = os.path.basename(ref.lib)
     stem = base.split(".so")[0]
     dst = os.path.join(tmpdir, stem + "-aa.so")
     shutil.copy2(ref.lib, dst)
-    aa = Allocator(ref.name + "-aa", dst, "aa")
+    aa = Allocator(ref.name + "-aa", dst, "aa", ref.env)
     aa.source = ref.source
     return aa
 
@@ -509,10 +546,14 @@ class Child:
         return self.result
 
 
-def child_env(alloc_name, run):
+def child_env(alloc, run):
+    """The environment of one run: the harness's, without its preload, with
+    the allocator's own variables (NAME=path:VAR=VALUE) and its name and
+    run number for the workload."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env["BENCH_ALLOC"] = alloc_name
+    env.update(alloc.env)
+    env["BENCH_ALLOC"] = alloc.name
     env["BENCH_RUN"] = str(run)
     return env
 
@@ -547,7 +588,7 @@ def failure_text(r):
 def run_child(argv, alloc, run, ctx, preload, spawn=None):
     """Run one program to its end (ctx["current"] names it meanwhile, so an
     interrupt can kill it); the Child's result."""
-    child = Child(argv, child_env(alloc.name, run), ctx["timeout"], spawn, preload)
+    child = Child(argv, child_env(alloc, run), ctx["timeout"], spawn, preload)
     ctx["current"] = child
     try:
         return child.wait()
@@ -662,7 +703,7 @@ def run_redis(w, alloc, run, size, ctx, wrapper=None):
             "--logfile", os.path.join(tmp, "redis.log"), "--unixsocket", ""]
     argv, preload = wrap(argv, alloc.preload(w, ctx["glibc_forward"]), wrapper)
     rec["argv"] = argv
-    server = Child(argv, child_env(alloc.name, run), ctx["timeout"], ctx["spawn"], preload)
+    server = Child(argv, child_env(alloc, run), ctx["timeout"], ctx["spawn"], preload)
     ctx["current"] = server
     errors = []
     try:

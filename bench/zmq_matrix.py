@@ -602,7 +602,7 @@ def run_cell(bench, cell, alloc, run, ctx):
     argv.append(cell)
     if ctx.get("cpus"):
         argv = ["taskset", "-c", ctx["cpus"]] + argv
-    child = Child(argv, child_env(alloc.name, run), ctx["timeout"], ctx["spawn"], alloc.lib)
+    child = Child(argv, child_env(alloc, run), ctx["timeout"], ctx["spawn"], alloc.lib)
     ctx["current"] = child
     try:
         r = child.wait()

@@ -119,13 +119,15 @@ BRISK_API void brisk_collect(bool force);
  * errno value after reporting the bad input: ENOENT for a name that is no
  * option, EINVAL for a NULL name or value pointer or a value out of the
  * option's range, EPERM for setting an option read at start-up only
- * (VERBOSE, FAULT_AFTER, FAULT_RATE). Any thread may call them; a value
- * set is seen by every thread at once. Changing at run time: PURGE_DELAY
- * (a shorter delay also brings every waiting deadline forward),
- * SEGMENT_CACHE (the surplus goes at once), ON_ERROR, SHOW_STATS and
- * BACKGROUND (on: the thread starts at the next call into brisk that may
- * start it; off: it purges no more and sleeps for good, and the
- * allocating threads return memory themselves). */
+ * (VERBOSE, FAULT_AFTER, FAULT_RATE, PROFILE, PROFILE_SIGNAL). Any thread
+ * may call them; a value set is seen by every thread at once. Changing at
+ * run time: PURGE_DELAY (a shorter delay also brings every waiting
+ * deadline forward), SEGMENT_CACHE (the surplus goes at once), ON_ERROR,
+ * SHOW_STATS, BACKGROUND (on: the thread starts at the next call into
+ * brisk that may start it; off: it purges no more and sleeps for good, and
+ * the allocating threads return memory themselves), PROFILE_RATE (from
+ * each heap's next sample on), PROFILE_INTERVAL and PROFILE_LEAKS (on:
+ * sampling starts too). */
 BRISK_API int brisk_option_get(const char *name, long *value);
 BRISK_API int brisk_option_set(const char *name, long value);
 
@@ -200,6 +202,35 @@ BRISK_API brisk_arena_t *brisk_arena_new(brisk_heap_t *heap_or_null, size_t init
 BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t alignment);
 BRISK_API void brisk_arena_reset(brisk_arena_t *arena);
 BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
+
+/* ---------------------------------------------------------------------------
+ * Heap profiling (README, "Finding where memory goes"). A random sample of
+ * the bytes allocated (one per BRISK_PROFILE_RATE bytes on average, 512 KiB
+ * by default) is recorded with its calling stack, and forgotten when its
+ * block is freed. A dump writes the memory in use, and all that was
+ * allocated since sampling began, scaled back from the samples, by stack:
+ * PATH, the legacy heap profile that google-pprof and jeprof read, and
+ * beside it the collapsed stacks ("frame;frame;frame bytes", for flame
+ * graphs): PATH with .collapsed in place of a final .heap, or added.
+ * BRISK_PROFILE=<prefix> starts sampling at start-up; the dumps that name
+ * no path go to <prefix>.<pid>.<seq>.heap: at exit, every
+ * BRISK_PROFILE_INTERVAL bytes of growth of the memory in use, on
+ * BRISK_PROFILE_SIGNAL and on brisk_profile_dump(NULL). With the profiler
+ * off, allocation costs what it costs without it.
+ * ------------------------------------------------------------------------- */
+/* Start sampling, with `prefix` for the dumps that name no path (called
+ * again: a new prefix). 0; EINVAL for a NULL or empty prefix, ENAMETOOLONG
+ * for one of 4032 bytes or more (both reported). */
+BRISK_API int brisk_profile_start(const char *prefix);
+/* Stop sampling new allocations. The blocks sampled so far stay in the
+ * dumps until they are freed; no dump is written at exit. */
+BRISK_API void brisk_profile_stop(void);
+/* Write a dump now: to `path` and its collapsed file, or with NULL to the
+ * next <prefix>.<pid>.<seq>.heap. Works whether or not sampling is on.
+ * 0, or an errno value: EINVAL (an empty path, or NULL with no prefix),
+ * ENAMETOOLONG (both reported); a file that cannot be written, or no
+ * memory for the dump, is a warning and returns its errno. */
+BRISK_API int brisk_profile_dump(const char *path);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "alloc_inline.h"
 #include "platform.h"
+#include "profile.h"
 #include "stats.h"
 #include "usage.h"
 #include "visit.h"
@@ -92,4 +93,16 @@ BRISK_EXPORT void brisk_collect(bool force) { alloc_collect(force); }
 
 BRISK_EXPORT void brisk_fault_injection(long fail_after, unsigned fail_per_million) {
   os_fault_injection(fail_after < 0 ? -1 : (int64_t)fail_after, fail_per_million);
+}
+
+BRISK_EXPORT int brisk_profile_start(const char *prefix) {
+  process_init();
+  return prof_start(prefix);
+}
+
+BRISK_EXPORT void brisk_profile_stop(void) { prof_stop(); }
+
+BRISK_EXPORT int brisk_profile_dump(const char *path) {
+  process_init();
+  return prof_dump(path);
 }

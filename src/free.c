@@ -7,6 +7,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
+#include "profile.h"
 #include "registry.h"
 #include "report.h"
 #include "counters.h"
@@ -199,6 +200,7 @@ static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
     return;
   }
   if ((pg->flags & PAGE_HUGE) && atomic_load_explicit(&seg->heap, memory_order_relaxed) == NULL) {
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, thread_heap()); /* sampled */
     huge_free(pg);
     background_poll();
     return;

@@ -79,6 +79,7 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
      * block's class. free_sized may pass any size up to the usable one. */
     if (exact && !wrong) {
       if (pg->size_class != 0) wrong = !class_explains(size, alignment, pg->size_class);
+      else if (pg->prof_slot != 0) wrong = false; /* sampled by the profiler: any size */
       else wrong = rounded <= MEDIUM_MAX || usable - rounded >= SLICE_SIZE + HARDENED_GUARD;
     }
     if (wrong) {

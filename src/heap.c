@@ -9,6 +9,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
+#include "profile.h"
 #include "registry.h"
 #include "report.h"
 #include "counters.h"
@@ -65,6 +66,7 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   h->outbox_pending = 0;
   h->tid = tid;
   h->kind = kind;
+  h->cache_path_max = MEDIUM_MAX;
   class_cache_init(h);
 }
 
@@ -259,6 +261,7 @@ uint64_t heaps_background_round(uint64_t now) {
       atomic_store_release(&h->state, HEAP_ABANDONED);
     }
   }
+  next = earlier(next, prof_background(now));
   return earlier(next, segments_maintain(now, false));
 }
 
@@ -272,7 +275,10 @@ void heap_housekeeping(heap_t *h) {
   /* The purge reads the clock: on every eighth slow path only, which on a
    * workload that runs dry at every other allocation saves a clock read
    * per page; a purge waits for 8 slow paths at most beyond its delay. */
-  if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) segment_set_purge(&h->segments, false);
+  if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) {
+    segment_set_purge(&h->segments, false);
+    if (h->kind == HEAP_KIND_THREAD && !prof_active()) h->cache_path_max = MEDIUM_MAX;
+  }
 }
 
 void heap_collect(heap_t *h, bool force) {
@@ -298,6 +304,7 @@ void heap_abandon(heap_t *h) {
 
 void heap_destroy(heap_t *h) {
   heap_stats_publish(h);
+  prof_forget_heap(h);
   /* A new generation first: batches of remote frees still on their way
    * carry the old one and are dropped, their blocks went with the heap. */
   h->generation = (h->generation + 1) & INBOX_GEN_MASK;
@@ -392,13 +399,42 @@ static void *alloc_class(heap_t *h, unsigned c) {
   return alloc_class_page(h, c);
 }
 
+/* A block of its own for `size` bytes at `alignment` (16 or less: none):
+ * a large block where one can be, else a huge one. */
+static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment) {
+  if (size == 0) size = 1;
+  if (alignment <= 16) alignment = 0;
+  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) return alloc_large(h, size, alignment);
+  return alloc_huge(h, size, alignment);
+}
+
+static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment);
+
+/* While the profiler samples, the common case of heap_alloc: a class with
+ * a cache (above DIRECT_MAX), no sample, a cached block; else NULL. */
+BRISK_INLINE block_t *sampling_cache_pop(heap_t *h, size_t size) {
+  prof_heap_t *ph = h->prof;
+  if (ph == NULL || h->cache_path_max != DIRECT_MAX || size - (DIRECT_MAX + 1) >= MEDIUM_MAX - DIRECT_MAX)
+    return NULL;
+  unsigned c = size_to_class(size);
+  int64_t left = ph->left[c] - (int64_t)class_size(c);
+  if (left <= 0 || heap_class_cache(h, c)->count == 0) return NULL;
+  ph->left[c] = left;
+  return class_cache_pop(h, c);
+}
+
 void *heap_alloc_class(heap_t *h, unsigned c) {
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_counted(h, class_size(c), 0);
   void *p = alloc_class_page(h, c);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
 }
 
 void *heap_alloc(heap_t *h, size_t size) {
+  if (BRISK_UNLIKELY(prof_active())) {
+    block_t *b = sampling_cache_pop(h, size);
+    return b != NULL ? b : heap_alloc_counted(h, size, 0);
+  }
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
   else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
@@ -409,6 +445,7 @@ void *heap_alloc(heap_t *h, size_t size) {
 
 /* alignment: a power of two > 16. */
 void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
+  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_counted(h, size, alignment);
   if (size == 0) size = 1;
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);
   if (rounded < size) { errno = ENOMEM; return NULL; }
@@ -423,11 +460,82 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
       return p;
     }
   }
-  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) {
-    p = alloc_large(h, size, alignment);
-  } else {
-    p = alloc_huge(h, size, alignment);
-  }
+  p = alloc_large_or_huge(h, size, alignment);
   if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
+/* ---------------------------------------------------------------------------
+ * Sampling for the heap profiler (profile.h). While it is on, every
+ * allocation that reaches the functions above comes here and is counted
+ * against its class's countdown (large and huge blocks share one), except
+ * a block of a class list that prof_expose counted when it handed the list
+ * to the inline path. The allocation that brings a countdown to zero is
+ * sampled: it is served as a large block (or huge, as it would be anyway)
+ * whose descriptor names its record. After an ordinary allocation of a
+ * class with an inline path, its current page's list is cut where the
+ * countdown will run out.
+ * ------------------------------------------------------------------------- */
+/* The current page of inline class c ran dry (its list ended, or was cut
+ * by the profiler) and the owner's frees wait on its local list: they
+ * become the list, and the first is taken, as page_refill_pop does for a
+ * heap that does not sample, with the housekeeping on every
+ * REFILL_SLOW_EVERY-th refill. NULL: the whole slow path. */
+static block_t *sampling_refill(heap_t *h, page_t *pg) {
+  if (!(pg->free == page_list_end(pg) || pg->free == page_list_cut(pg)) ||
+      !page_holds_block_inline(pg, pg->local_free) || ++h->refill_tick % REFILL_SLOW_EVERY == 0)
+    return NULL;
+  page_take_local_free(pg);
+  return page_pop(pg);
+}
+
+static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
+  prof_heap_t *ph = prof_heap_of(h);
+  /* What the allocation takes without sampling: class c (0: large or huge)
+   * and the bytes it counts for. */
+  unsigned c = 0;
+  size_t n = size == 0 ? 1 : size, counted;
+  if (alignment > 16) {
+    size_t r = (n + alignment - 1) & ~(alignment - 1);
+    if (r < n) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (r <= MEDIUM_MAX && alignment <= SLICE_SIZE && class_size(size_to_class(r)) % alignment == 0)
+      c = size_to_class(r);
+  } else if (n <= MEDIUM_MAX) {
+    c = size_to_class(n);
+  }
+  if (c != 0) {
+    counted = class_size(c);
+  } else {
+    counted = (n + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+    if (counted < n) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  bool inline_class = c != 0 && c < CLASS_CACHE_FIRST;
+  void *p = NULL;
+  if (ph != NULL) {
+    page_t *pg = inline_class ? h->queues[c].first : NULL;
+    if (pg != NULL && page_holds_block_inline(pg, pg->free)) return page_pop(pg); /* counted */
+    ph->left[c] -= (int64_t)counted;
+    if (ph->left[c] <= 0 && !ph->busy) {
+      ph->left[c] = prof_draw(ph);
+      p = alloc_large_or_huge(h, size, alignment);
+      if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
+    } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
+      prof_expose(ph, c, pg);
+      return p;
+    }
+  }
+  if (p == NULL) { /* not sampled, or no memory for a span: served as usual */
+    p = c != 0 ? alloc_class(h, c) : alloc_large_or_huge(h, size, alignment);
+    if (p != NULL && inline_class && ph != NULL && h->queues[c].first != NULL)
+      prof_expose(ph, c, h->queues[c].first);
+  }
+  if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
+  if (!h->segments.fresh_only) prof_poll();
   return p;
 }

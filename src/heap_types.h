@@ -98,6 +98,12 @@ typedef struct heap_s {
   int32_t large_pending;
   uint32_t housekeeping_tick;
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
+  /* malloc_slow serves sizes up to this from the class cache itself:
+   * MEDIUM_MAX, or DIRECT_MAX while the heap samples for the profiler (its
+   * allocations above DIRECT_MAX then all reach heap_alloc); 0 in the
+   * static heaps. Owner only. */
+  size_t cache_path_max;
+  struct prof_heap_s *prof;    /* the profiler's countdowns (profile.h); owner only */
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;

@@ -78,8 +78,10 @@ typedef struct page_s {
                              large block's usable bytes are block_size */
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
+  uint32_t prof_slot;     /* large and huge blocks: the profiler's record of the
+                             block, if it was sampled (profile.h); 0: none */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 9];
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 13];
 } page_t;
 
 /* page_t.in_full */

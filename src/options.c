@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <signal.h>
 #include <string.h>
 
 #include "platform.h"
@@ -56,7 +57,28 @@ static bool parse_int(const char *s, int64_t *out) {
   return true;
 }
 
+/* A signal for BRISK_PROFILE_SIGNAL: by name (SIGUSR2 or USR2) among those
+ * a program may spare, or a real-time signal by number (SIGRTMIN..SIGRTMAX).
+ * Signals that report faults or stop the process are refused. */
+static bool parse_signal(const char *s, int64_t *out) {
+  static const struct { const char *name; int signo; } names[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"PROF", SIGPROF},
+      {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}};
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcmp(s, names[i].name) == 0) { *out = names[i].signo; return true; }
+  if (!parse_int(s, out)) return false;
+  if (*out == 0) return true; /* none */
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (*out == names[i].signo) return true;
+  return *out >= SIGRTMIN && *out <= SIGRTMAX;
+}
+
 static bool parse_value(const char *name, const char *s, int64_t *out) {
+  /* A path prefix, which profile.c reads from the environment itself: here
+   * only whether there is one. */
+  if (strcmp(name, "PROFILE") == 0) { *out = s[0] != '\0'; return true; }
+  if (strcmp(name, "PROFILE_SIGNAL") == 0) return parse_signal(s, out);
   if (strcmp(name, "ON_ERROR") == 0) {
     if (strcmp(s, "report") == 0 || strcmp(s, "0") == 0) { *out = ON_ERROR_REPORT; return true; }
     if (strcmp(s, "abort") == 0 || strcmp(s, "1") == 0) { *out = ON_ERROR_ABORT; return true; }

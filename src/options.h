@@ -14,6 +14,10 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
 #define OPTION_MAX ((int64_t)1 << 40)
 /* BRISK_SEGMENT_CACHE: 2^20 segments are 4 TiB of address space. */
 #define SEGMENT_CACHE_MAX ((int64_t)1 << 20)
+/* BRISK_PROFILE_RATE: 512 KiB by default; below 1 KiB a sample would be
+ * taken every few allocations. */
+#define PROFILE_RATE_DEFAULT ((int64_t)512 << 10)
+#define PROFILE_RATE_MIN ((int64_t)1024)
 
 /* X(field, NAME, default, min, max, runtime, description)
  * runtime: 1 when brisk_option_set may change it while the program runs
@@ -34,7 +38,17 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
   X(fault_after, FAULT_AFTER, -1, -1, OPTION_MAX, 0,                            \
     "testing: OS memory requests fail after this many (-1: never)")            \
   X(fault_rate, FAULT_RATE, 0, 0, 1000000, 0,                                   \
-    "testing: OS memory requests fail with this probability per million")
+    "testing: OS memory requests fail with this probability per million")      \
+  X(profile, PROFILE, 0, 0, 1, 0,                                               \
+    "heap profile on: BRISK_PROFILE=<prefix> dumps to <prefix>.<pid>.<seq>.heap") \
+  X(profile_rate, PROFILE_RATE, PROFILE_RATE_DEFAULT, PROFILE_RATE_MIN, OPTION_MAX, 1, \
+    "heap profile: mean bytes allocated between two samples")                  \
+  X(profile_interval, PROFILE_INTERVAL, 0, 0, OPTION_MAX, 1,                    \
+    "heap profile: dump each time the in-use heap grew by this many bytes (0: never)") \
+  X(profile_signal, PROFILE_SIGNAL, 0, 0, 64, 0,                                \
+    "heap profile: dump when this signal arrives (SIGUSR2, USR2, a real-time number)") \
+  X(profile_leaks, PROFILE_LEAKS, 0, 0, 1, 1,                                   \
+    "heap profile: report the sampled blocks still live at exit (0/1)")
 
 /* Every field is an atomic: those that change at run time are read by any
  * thread while another may set them. */

@@ -5,6 +5,7 @@
 #include "background.h"
 #include "list.h"
 #include "page.h"
+#include "profile.h"
 #include "report.h"
 #include "counters.h"
 
@@ -29,6 +30,14 @@ static void direct_update(heap_t *h, unsigned c) {
   if (size > DIRECT_MAX) return;
   page_t *pg = h->queues[c].first;
   if (pg == NULL) pg = &brisk_empty_page;
+  /* A heap that samples for the profiler counts what its inline path takes
+   * (profile.h): the old current page gives back what it was not asked
+   * for, the new one waits behind a cut until the slow path counts it. */
+  if (BRISK_UNLIKELY(h->prof != NULL)) {
+    page_t *old = h->direct[size / 16];
+    prof_head_change(h->prof, c, old == &brisk_empty_page ? NULL : old,
+                     pg == &brisk_empty_page ? NULL : pg);
+  }
   size_t lo = c == 1 ? 0 : (class_size(c - 1) + 16) / 16;
   for (size_t w = lo; w <= size / 16; w++) h->direct[w] = pg;
 }
@@ -196,23 +205,32 @@ bool page_lists_contain(const page_t *pg, const block_t *b) {
 
 enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
 
-/* Make the free list start with a block of the page if it has any to give. */
-static enum collect_result page_collect(page_t *pg) {
+/* Make the free list start with a block of the page if it has any to give.
+ * `cut`: the heap samples for the profiler, whose lists end at
+ * page_list_cut (profile.h): so do the blocks carved here. */
+static enum collect_result page_collect(page_t *pg, bool cut) {
   block_t *end = page_list_end(pg);
   if (pg->free != end) {
     if (page_holds_block(pg, pg->free)) return PAGE_HAS_BLOCKS;
-    page_report_broken(pg, pg->free);
-    return PAGE_IS_BROKEN;
+    if (pg->free != page_list_cut(pg)) {
+      page_report_broken(pg, pg->free);
+      return PAGE_IS_BROKEN;
+    }
+    pg->free = end; /* cut by the profiler: an empty list */
   }
   if (pg->local_free != end) {
-    if (!page_holds_block(pg, pg->local_free)) {
+    if (page_holds_block(pg, pg->local_free)) {
+      page_take_local_free(pg);
+      return PAGE_HAS_BLOCKS;
+    }
+    if (pg->local_free != page_list_cut(pg)) {
       page_report_broken(pg, pg->local_free);
       return PAGE_IS_BROKEN;
     }
-    page_take_local_free(pg);
-    return PAGE_HAS_BLOCKS;
+    pg->local_free = end; /* the profiler's empty local list */
   }
   if (pg->reserved < pg->capacity) {
+    if (cut) pg->free = page_list_cut(pg);
     page_extend(pg);
     return PAGE_HAS_BLOCKS;
   }
@@ -259,7 +277,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   for (;;) {
     page_t *pg = q->first;
     if (pg == NULL) break;
-    enum collect_result r = page_collect(pg);
+    enum collect_result r = page_collect(pg, h->prof != NULL);
     if (r == PAGE_HAS_BLOCKS) return pg;
     /* Full: park it where the allocator does not look again. The first
      * block freed back to it (used drops below capacity) brings it back.
@@ -278,7 +296,7 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
   page_t *pg = page_new(h, c);
   if (pg == NULL) return NULL;
   queue_push_front(h, q, pg, c);
-  page_collect(pg);
+  page_collect(pg, h->prof != NULL);
   return pg;
 }
 
@@ -320,8 +338,10 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     return;
   }
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, h); /* sampled by the profiler */
     segment_set_free_huge(&h->segments, pg);
   } else if (pg->flags & PAGE_LARGE) {
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, h);
     heap_count_page(h, -1, true);
     span_free(&h->segments, pg);
   } else {

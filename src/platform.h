@@ -81,6 +81,24 @@ BRISK_INTERNAL int os_thread_exit_init(void (*fn)(void *));
 BRISK_INTERNAL void os_thread_exit_arm(void *value);
 BRISK_INTERNAL int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
+/* Files, for the heap profiler's dumps (profile.c): each returns 0 or an
+ * errno value and keeps the caller's errno. os_file_create truncates an
+ * existing file (mode 0644, close-on-exec); os_file_copy appends the whole
+ * content of the file at `src` (e.g. /proc/self/maps) to fd. */
+BRISK_INTERNAL int os_file_create(const char *path, int *fd_out);
+BRISK_INTERNAL int os_file_write(int fd, const void *buf, size_t n);
+BRISK_INTERNAL int os_file_copy(const char *src, int fd);
+BRISK_INTERNAL void os_file_close(int fd);
+BRISK_INTERNAL int os_pid(void);
+/* The name of an errno value ("ENOENT"), or "an unknown error". */
+BRISK_INTERNAL const char *os_error_name(int err);
+/* The path of the running program's file (/proc/self/exe), NUL-ended in
+ * buf; false if it cannot be read or does not fit. */
+BRISK_INTERNAL bool os_exe_path(char *buf, size_t len);
+/* Run handler(signo) on the signal (SA_RESTART; replaces the program's
+ * handler, if any). */
+BRISK_INTERNAL int os_signal_handler(int signo, void (*handler)(int));
+
 /* The identity of the calling thread: the thread pointer, unique among
  * live threads and readable in one instruction. Never zero. */
 static inline uintptr_t os_thread_id(void) {

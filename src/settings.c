@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "background.h"
 #include "platform.h"
+#include "profile.h"
 #include "report.h"
 #include "span.h"
 #include "thread.h"
@@ -48,6 +49,10 @@ int settings_apply(int id, int64_t value) {
     case OPTION_show_stats:
       if (value) os_keep_stderr(); /* before: the exit may need it */
       atomic_store(&brisk_options.show_stats, value);
+      break;
+    case OPTION_profile_leaks:
+      prof_leaks_changed(value != 0); /* before: the exit may need stderr */
+      atomic_store(&brisk_options.profile_leaks, value);
       break;
     case OPTION_background:
       background_set_enabled(value != 0);

@@ -8,6 +8,7 @@
 #include "options.h"
 #include "platform.h"
 #include "pool.h"
+#include "profile.h"
 #include "report.h"
 #include "counters.h"
 #include "stats.h"
@@ -73,9 +74,11 @@ static void fork_prepare(void) {
   heap_list_lock();
   pool_lock();
   huge_lock();
+  prof_fork_prepare();
 }
 
 static void fork_parent(void) {
+  prof_fork_parent();
   huge_unlock();
   pool_unlock();
   heap_list_unlock();
@@ -90,6 +93,7 @@ static void fork_child(void) {
   lock_reset(&service_lock);
   heap_orphan_others(os_thread_id());
   background_fork_child();
+  prof_fork_child();
 }
 
 void process_init(void) {
@@ -101,6 +105,7 @@ void process_init(void) {
     options_init();
     block_keys_init(os_random_seed());
     background_init(heaps_background_round, service_thread_start);
+    prof_init();
     os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
     /* May allocate (it is ready now): registered before any thread exists
@@ -130,7 +135,7 @@ void *malloc_slow(size_t size) {
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
     block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
     if (b != NULL) return b;
-  } else if (size <= MEDIUM_MAX) {
+  } else if (size <= h->cache_path_max) { /* MEDIUM_MAX; less while the profiler samples */
     /* Most allocations of these classes are served by the class cache
      * (empty in a heap that owns nothing, and in the hardened build). */
     unsigned c = size_to_class(size);
@@ -158,9 +163,11 @@ heap_t *thread_heap_for_free(void) {
 __attribute__((constructor)) static void brisk_constructor(void) {
   process_init();
   options_init_if_pending();
+  prof_init();
 }
 
 __attribute__((destructor)) static void brisk_destructor(void) {
+  prof_at_exit();
   if (option_load(show_stats)) {
     heap_t *h = thread_heap();
     if (h->kind != HEAP_KIND_STATIC) heap_stats_publish(h);

@@ -1,7 +1,8 @@
 /* Bad input to the calls around allocation: options (brisk_option_get,
  * brisk_option_set), brisk_expand and brisk_rezalloc, the heap walk and
  * its relatives (brisk_heap_visit, brisk_heap_contains, brisk_heap_zalloc,
- * brisk_heap_stats_json) and glibc's malloc_info. Each is reported with one
+ * brisk_heap_stats_json), glibc's malloc_info and the heap profiler's
+ * brisk_profile_start and brisk_profile_dump. Each is reported with one
  * exact line on stderr ("brisk: error: <function>(<args>): <reason>"), the
  * call fails as documented, and nothing else is damaged.
  *
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -120,7 +122,8 @@ static void sc_option_bad_value(void) {
   static const struct { const char *name; long value; const char *range; } bad[] = {
       {"PURGE_DELAY", -2, "-1 .. 1099511627776"}, {"ON_ERROR", 2, "0 .. 1"},  {"BACKGROUND", -1, "0 .. 1"},
       {"SEGMENT_CACHE", -1, "0 .. 1048576"},     {"SEGMENT_CACHE", 1048577, "0 .. 1048576"},
-      {"BRISK_SHOW_STATS", 5, "0 .. 1"},
+      {"BRISK_SHOW_STATS", 5, "0 .. 1"},         {"PROFILE_RATE", 1000, "1024 .. 1099511627776"},
+      {"PROFILE_INTERVAL", -1, "0 .. 1099511627776"}, {"PROFILE_LEAKS", 2, "0 .. 1"},
   };
   enum { NB = sizeof bad / sizeof bad[0] };
   for (int i = 0; i < NB; i++) {
@@ -149,11 +152,16 @@ static void sc_option_read_only(void) {
   expect_line("brisk: error: brisk_option_set(VERBOSE, 1): BRISK_VERBOSE is read at start-up only");
   expect_line("brisk: error: brisk_option_set(FAULT_AFTER, 0): BRISK_FAULT_AFTER is read at start-up only");
   expect_line("brisk: error: brisk_option_set(BRISK_FAULT_RATE, 1000000): BRISK_FAULT_RATE is read at start-up only");
+  expect_line("brisk: error: brisk_option_set(PROFILE_SIGNAL, 12): BRISK_PROFILE_SIGNAL is read at start-up only");
+  expect_line("brisk: error: brisk_option_set(PROFILE, 1): BRISK_PROFILE is read at start-up only");
   int a = brisk_option_set("VERBOSE", 1);
   int b = brisk_option_set("FAULT_AFTER", 0);
   int c = brisk_option_set("BRISK_FAULT_RATE", 1000000);
+  int d = brisk_option_set("PROFILE_SIGNAL", 12);
+  int e = brisk_option_set("PROFILE", 1);
   after();
-  if (a != EPERM || b != EPERM || c != EPERM) child_fail("read-only options: %d %d %d (EPERM expected)", a, b, c);
+  if (a != EPERM || b != EPERM || c != EPERM || d != EPERM || e != EPERM)
+    child_fail("read-only options: %d %d %d %d %d (EPERM expected)", a, b, c, d, e);
   long fa = 0;
   brisk_option_get("FAULT_AFTER", &fa);
   void *big = malloc(64u << 20); /* no fault injection came on */
@@ -422,6 +430,40 @@ static void sc_malloc_info_options(void) {
   finish();
 }
 
+/* ---- the heap profiler's calls ------------------------------------------- */
+
+/* `call` with "" and NULL (both EINVAL) and a 5000-byte string
+ * (ENAMETOOLONG), each reported with its line. */
+static void profile_bad_calls(const char *name, int (*call)(const char *), const char *const lines[3]) {
+  guards_alloc();
+  static char long_text[5001];
+  memset(long_text, 'p', sizeof long_text - 1);
+  for (int i = 0; i < 3; i++) expect_line("%s", lines[i]);
+  int a = call("");
+  int b = call((const char *)opaque_ptr(NULL));
+  int c = call(long_text);
+  after();
+  if (a != EINVAL || b != EINVAL || c != ENAMETOOLONG)
+    child_fail("%s: %d %d %d (EINVAL, EINVAL, ENAMETOOLONG expected)", name, a, b, c);
+  finish();
+}
+
+static void sc_profile_start_bad(void) {
+  static const char *const lines[3] = {
+      "brisk: error: brisk_profile_start(\"\"): the dumps need a path prefix",
+      "brisk: error: brisk_profile_start(NULL): the dumps need a path prefix",
+      "brisk: error: brisk_profile_start(): a prefix of 5000 bytes is too long (at most 4031)"};
+  profile_bad_calls("brisk_profile_start", brisk_profile_start, lines);
+}
+
+static void sc_profile_dump_bad(void) {
+  static const char *const lines[3] = {
+      "brisk: error: brisk_profile_dump(\"\"): an empty path",
+      "brisk: error: brisk_profile_dump(NULL): no path, and no prefix from BRISK_PROFILE or brisk_profile_start",
+      "brisk: error: brisk_profile_dump(): a path of 5000 bytes is too long (at most 4079)"};
+  profile_bad_calls("brisk_profile_dump", brisk_profile_dump, lines);
+}
+
 /* ---- the same calls, made correctly: nothing printed ------------------- */
 
 static void sc_clean(void) {
@@ -446,6 +488,17 @@ static void sc_clean(void) {
   if (malloc_info(0, f) != 0) child_fail("malloc_info(0, f)");
   fclose(f);
   malloc_trim(0);
+  char dir[] = "/tmp/brisk-api-errors-XXXXXX", path[64], other[64];
+  if (!mkdtemp(dir)) child_fail("mkdtemp");
+  snprintf(path, sizeof path, "%s/off.heap", dir);
+  snprintf(other, sizeof other, "%s/off.collapsed", dir);
+  if (brisk_profile_dump(path) != 0) child_fail("brisk_profile_dump(%s) with the profiler off", path);
+  FILE *h = fopen(path, "r");
+  char line[128] = "";
+  if (!h || !fgets(line, sizeof line, h) || strcmp(line, "heap profile: 0: 0 [ 0: 0] @ heapprofile\n") != 0)
+    child_fail("a dump with the profiler off begins %s", line);
+  if (h) fclose(h);
+  if (unlink(path) != 0 || unlink(other) != 0 || rmdir(dir) != 0) child_fail("the dump's files");
   after();
   finish();
 }
@@ -475,6 +528,8 @@ static const scenario_t k_scenarios[] = {
     {"visit_during_visit", NULL, 0, 0, sc_visit_during_visit},
     {"malloc_info_null", NULL, 0, 0, sc_malloc_info_null},
     {"malloc_info_options", NULL, 0, 0, sc_malloc_info_options},
+    {"profile_start_bad", NULL, 0, 0, sc_profile_start_bad},
+    {"profile_dump_bad", NULL, 0, 0, sc_profile_dump_bad},
 };
 enum { NSCEN = sizeof k_scenarios / sizeof k_scenarios[0] };
 

@@ -248,12 +248,26 @@ def test_strace_and_callgrind_parsers():
         shutil.rmtree(d)
 
 
+def fake_lib(d):
+    lib = os.path.join(d, "libfake.so.1")
+    with open(lib, "wb") as f:
+        f.write(b"\x7fELF fake")
+    return lib
+
+
+def assert_alloc_refused(*specs):
+    for bad in specs:
+        try:
+            runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
+        except SystemExit:
+            continue
+        raise AssertionError("accepted --alloc %s" % bad)
+
+
 def test_resolve_custom_allocators_and_aa():
     d = tempfile.mkdtemp()
     try:
-        lib = os.path.join(d, "libfake.so.1")
-        with open(lib, "wb") as f:
-            f.write(b"\x7fELF fake")
+        lib = fake_lib(d)
         allocs, notes = runner.resolve_allocators("brisk=%s,other=none" % lib,
                                                    "/nonexistent", False, lambda m: None)
         assert [a.name for a in allocs] == ["brisk", "other"] and notes == []
@@ -266,12 +280,31 @@ def test_resolve_custom_allocators_and_aa():
         assert aa.name == "brisk-aa" and aa.lib != lib and os.path.exists(aa.lib)
         with open(aa.lib, "rb") as f:
             assert f.read() == b"\x7fELF fake"
-        for bad in ("a=/nonexistent/lib.so", "a,a", "nosuchpeer"):
-            try:
-                runner.resolve_allocators(bad, "/nonexistent", False, lambda m: None)
-            except SystemExit:
-                continue
-            raise AssertionError("accepted --alloc %s" % bad)
+        assert_alloc_refused("a=/nonexistent/lib.so", "a,a", "nosuchpeer")
+    finally:
+        shutil.rmtree(d)
+
+
+def test_allocator_environment():
+    """NAME=path:VAR=VALUE sets VAR in that allocator's runs and its A/A
+    copy's, and nowhere else."""
+    d = tempfile.mkdtemp()
+    try:
+        lib = fake_lib(d)
+        spec = "plain=%s,prof=%s:BRISKTEST_PROBE=/tmp/p/x:BRISKTEST_PROBE_RATE=4096,g=none:A=b=c" % (lib, lib)
+        allocs, _ = runner.resolve_allocators(spec, "/nonexistent", False, lambda m: None)
+        env = {a.name: a.env for a in allocs}
+        assert env == {"plain": {}, "prof": {"BRISKTEST_PROBE": "/tmp/p/x", "BRISKTEST_PROBE_RATE": "4096"},
+                       "g": {"A": "b=c"}}, env
+        assert allocs[1].lib == lib
+        run_env = runner.child_env(allocs[1], 3)
+        assert run_env["BRISKTEST_PROBE"] == "/tmp/p/x" and run_env["BENCH_ALLOC"] == "prof"
+        assert run_env["BENCH_RUN"] == "3" and "LD_PRELOAD" not in run_env
+        assert "BRISKTEST_PROBE" not in runner.child_env(allocs[0], 1)
+        aa = runner.make_aa(allocs[1], d)
+        assert aa.env == allocs[1].env and runner.child_env(aa, 1)["BRISKTEST_PROBE_RATE"] == "4096"
+        assert "BRISKTEST_PROBE=/tmp/p/x" in allocs[1].describe() and allocs[1].to_json()["env"]
+        assert_alloc_refused("a=%s:X=1:notvar" % lib, "a=%s:notvar" % lib)
     finally:
         shutil.rmtree(d)
 

@@ -147,4 +147,16 @@ extern "C" {
     ) -> *mut c_void;
     pub fn brisk_arena_reset(arena: *mut brisk_arena_t);
     pub fn brisk_arena_destroy(arena: *mut brisk_arena_t);
+
+    // The heap profiler: a random sample of the bytes allocated (one per
+    // BRISK_PROFILE_RATE bytes on average) recorded with its stack.
+    /// Start sampling; dumps without a path go to
+    /// `<prefix>.<pid>.<seq>.heap`. 0, or EINVAL for a NULL or empty
+    /// prefix, ENAMETOOLONG (reported).
+    pub fn brisk_profile_start(prefix: *const c_char) -> c_int;
+    /// Stop sampling new allocations; what was sampled stays until freed.
+    pub fn brisk_profile_stop();
+    /// Write the heap profile to `path` and its collapsed stacks beside it
+    /// (NULL: the next `<prefix>.<pid>.<seq>.heap`); 0 or an errno value.
+    pub fn brisk_profile_dump(path: *const c_char) -> c_int;
 }

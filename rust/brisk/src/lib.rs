@@ -133,7 +133,7 @@ pub fn option(name: &str) -> std::io::Result<i64> {
 
 /// Change one of brisk's options while the program runs (those the README
 /// marks so: `PURGE_DELAY`, `SEGMENT_CACHE`, `ON_ERROR`, `SHOW_STATS`,
-/// `BACKGROUND`). Errors are reported by brisk on stderr too: `NotFound`
+/// `BACKGROUND`, `PROFILE_RATE`, `PROFILE_INTERVAL`, `PROFILE_LEAKS`). Errors are reported by brisk on stderr too: `NotFound`
 /// for a name that is no option, `InvalidInput` for a value out of range,
 /// `PermissionDenied` for an option read at start-up only.
 pub fn set_option(name: &str, value: i64) -> std::io::Result<()> {
@@ -146,10 +146,43 @@ pub fn set_option(name: &str, value: i64) -> std::io::Result<()> {
     }
 }
 
+/// Start the heap profiler (see the README, "Finding where memory goes"):
+/// from now on one allocated byte in `BRISK_PROFILE_RATE` (512 KiB by
+/// default) is sampled with its stack, and the dumps that name no path
+/// (`profile_dump(None)`, at exit, on `BRISK_PROFILE_SIGNAL`) go to
+/// `<prefix>.<pid>.<seq>.heap` and `.collapsed`.
+pub fn profile_start(prefix: &str) -> std::io::Result<()> {
+    let prefix = c_text(prefix, "a NUL in the profile prefix")?;
+    match unsafe { sys::brisk_profile_start(prefix.as_ptr()) } {
+        0 => Ok(()),
+        err => Err(std::io::Error::from_raw_os_error(err)),
+    }
+}
+
+/// Stop sampling new allocations. What was sampled stays in the profile
+/// until it is freed, and no dump is written at exit.
+pub fn profile_stop() {
+    unsafe { sys::brisk_profile_stop() }
+}
+
+/// Write a heap profile now: to `path` (and the collapsed stacks beside
+/// it: `x.heap` gives `x.collapsed`), or with `None` to the next
+/// `<prefix>.<pid>.<seq>.heap` of `profile_start` or `BRISK_PROFILE`.
+pub fn profile_dump(path: Option<&str>) -> std::io::Result<()> {
+    let path = path.map(|p| c_text(p, "a NUL in the profile path")).transpose()?;
+    let ptr = path.as_ref().map_or(core::ptr::null(), |p| p.as_ptr());
+    match unsafe { sys::brisk_profile_dump(ptr) } {
+        0 => Ok(()),
+        err => Err(std::io::Error::from_raw_os_error(err)),
+    }
+}
+
+fn c_text(text: &str, what: &'static str) -> std::io::Result<std::ffi::CString> {
+    std::ffi::CString::new(text).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
+}
+
 fn option_name(name: &str) -> std::io::Result<std::ffi::CString> {
-    std::ffi::CString::new(name).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in the option name")
-    })
+    c_text(name, "a NUL in the option name")
 }
 
 /// brisk's version, `"MAJOR.MINOR.PATCH"`.

@@ -1,0 +1,938 @@
+/* The sampling heap profiler: countdowns, the record of sampled blocks by
+ * stack, and the dumps (heap profile, collapsed stacks, leak report). See
+ * profile.h for how samples are taken and docs/DESIGN.md for why the fast
+ * paths pay nothing for it.
+ *
+ * Memory: everything here comes from the platform layer (os_map_aligned),
+ * never from brisk's heaps, so the profiler never samples itself and takes
+ * nothing from the program's heaps. Locks: prof_lock guards the stack and
+ * sample tables (held for table updates only, never across a stack walk, a
+ * file or a loader call); dump_lock lets one dump run at a time (taken
+ * before prof_lock when both are). Neither is held across a call that
+ * allocates. */
+#include "profile.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "background.h"
+#include "counters.h"
+#include "options.h"
+#include "platform.h"
+#include "report.h"
+#include "stackwalk.h"
+
+#define PROF_FRAMES 64
+#define PROF_RETRY_MS 20 /* a dump asked for while another runs: tried again after this */
+#define PROF_PATH_MAX 4096
+#define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
+#define PROF_CHUNK ((size_t)1 << 20)
+#define PROF_OUT_BYTES ((size_t)64 << 10)
+#define PROF_LEAK_STACKS 20
+
+_Atomic(int) brisk_prof_active;
+
+typedef struct prof_stack_s {
+  struct prof_stack_s *hash_next;
+  struct prof_stack_s *all_next;
+  uint64_t hash;
+  double live_n, live_b, alloc_n, alloc_b; /* scaled back from the samples */
+  uint32_t depth;
+  uint32_t live_samples;
+  uintptr_t pc[];
+} prof_stack_t;
+
+typedef struct prof_sample_s {
+  uintptr_t addr; /* the block; 0: a free entry */
+  prof_stack_t *stack;
+  prof_heap_t *heap;
+  double weight; /* 1 / (probability that a block of its size is sampled) */
+  double bytes;  /* requested bytes * weight */
+  uint32_t next_free;
+  uint32_t pad_;
+} prof_sample_t;
+
+static brisk_lock_t prof_lock = BRISK_LOCK_INIT;
+static brisk_lock_t dump_lock = BRISK_LOCK_INIT;
+
+/* BRISK_PROFILE_SIGNAL: read at start-up (prof_init), before other threads. */
+static int signo;
+static bool env_read;
+
+/* Under dump_lock. */
+static char prefix[PROF_PREFIX_MAX];
+static bool have_prefix;
+static uint64_t dump_seq;
+static char *out_buf;
+
+_Atomic(int) brisk_prof_dump_requested; /* by a signal or the interval */
+static _Atomic(int) signal_installed;
+
+/* Under prof_lock. */
+static uint8_t *arena_next;
+static size_t arena_left;
+static prof_stack_t **buckets;
+static size_t bucket_count;
+static size_t stack_count;
+static prof_stack_t *stacks_all;
+static prof_sample_t *samples;
+static uint32_t sample_cap;   /* entries mapped */
+static uint32_t sample_top;   /* entries ever used (0 is never used) */
+static uint32_t sample_free;  /* free list head; 0: none */
+static uint64_t live_samples;
+static double live_bytes;      /* scaled: the in-use estimate */
+static double interval_base;   /* the in-use estimate at the last interval dump, or the
+                                  least since: growth is counted from there */
+
+/* ---------------------------------------------------------------------------
+ * Arithmetic: libbrisk.so links only the C library, so no libm.
+ * ------------------------------------------------------------------------- */
+#define LN2 0.6931471805599453
+
+/* ln(x) for x > 0 (normal): x = m 2^e, ln m = 2 atanh((m-1)/(m+1)). */
+static double prof_ln(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof(bits));
+  int e = (int)((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &bits, sizeof(m));
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e++;
+  }
+  /* |z| <= 0.172: seven terms reach 1e-11 */
+  double z = (m - 1) / (m + 1), z2 = z * z;
+  double sum = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
+  return 2 * sum + e * LN2;
+}
+
+/* exp(-x) for x >= 0. */
+static double prof_exp_neg(double x) {
+  if (x > 700) return 0;
+  int k = (int)(x / LN2);
+  double r = x - k * LN2, term = 1, sum = 1;
+  for (int i = 1; i < 20; i++) {
+    term *= -r / i;
+    sum += term;
+  }
+  uint64_t bits = (uint64_t)(1023 - k) << 52; /* 2^-k, k < 1010 */
+  double scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return sum * scale;
+}
+
+/* The probability that a block of `bytes` holds at least one sampled
+ * byte: 1 - exp(-bytes / rate), without cancellation for small blocks. */
+static double sample_probability(double bytes, double rate) {
+  double x = bytes / rate;
+  if (x >= 0.5) return 1 - prof_exp_neg(x);
+  double term = x, sum = 0;
+  for (int n = 1; n < 20; n++) {
+    sum += term;
+    term *= -x / (n + 1);
+  }
+  return sum;
+}
+
+static uint64_t next_random(prof_heap_t *ph) {
+  uint64_t z = (ph->rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The sampling rate in force (BRISK_PROFILE_RATE, which may change while
+ * running: each countdown takes the new one at its next draw). */
+static double current_rate(void) { return (double)option_load(profile_rate); }
+
+int64_t prof_draw(prof_heap_t *ph) {
+  double rate = current_rate();
+  double u = (double)((next_random(ph) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+  double x = -prof_ln(u) * rate;
+  if (x > 4e18) x = 4e18;
+  return (int64_t)x + 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Memory from the platform layer.
+ * ------------------------------------------------------------------------- */
+static void *prof_map(size_t size) {
+  void *p;
+  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  if (os_map_aligned(size, OS_PAGE_BYTES, &p) != 0) return NULL;
+  return p;
+}
+
+static void prof_unmap(void *p, size_t size) {
+  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  os_unmap(p, size);
+  STAT_LEVEL(mapped_bytes, -(int64_t)size);
+}
+
+/* Bump allocation for records that live as long as the process (stacks,
+ * heap states); under prof_lock. */
+static void *arena_take(size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  if (arena_left < size) {
+    size_t chunk = size > PROF_CHUNK ? size : PROF_CHUNK;
+    uint8_t *p = prof_map(chunk);
+    if (p == NULL) return NULL;
+    arena_next = p;
+    arena_left = chunk;
+  }
+  void *r = arena_next;
+  arena_next += size;
+  arena_left -= size;
+  return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Countdowns and cut lists (the owner of the heap).
+ * ------------------------------------------------------------------------- */
+/* The fast path's own test: a head it would pop. */
+static inline bool in_page(const page_t *pg, const block_t *b) {
+  return (uintptr_t)b - (uintptr_t)pg->start < pg->area;
+}
+
+static inline bool list_ended(const page_t *pg, const block_t *b) {
+  return b == page_list_end(pg) || b == page_list_cut(pg);
+}
+
+/* The last block of a list of pg that starts with a block (at most
+ * `reserved` steps, so a list made circular by a write after free ends
+ * too), or NULL when it ends in a broken link (the slow path reports it
+ * when it gets there). */
+static block_t *list_tail(const page_t *pg, block_t *b, uint64_t *count) {
+  uint64_t n = 1;
+  for (block_t *next; n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
+  if (count) *count = n;
+  return list_ended(pg, block_next(b)) ? b : NULL;
+}
+
+/* pg's free list goes in front of its local list, both end at the cut,
+ * and the free list is the cut: the next allocation from pg takes the slow
+ * path, which collects the local list and counts what it hands to the
+ * inline path. (Lists that end in a broken link are left as they are, for
+ * the slow path to report.) */
+static void withdraw(page_t *pg) {
+  block_t *cut = page_list_cut(pg), *head = cut;
+  block_t *ltail = NULL, *ftail = NULL;
+  if (in_page(pg, pg->local_free)) {
+    if ((ltail = list_tail(pg, pg->local_free, NULL)) == NULL) return;
+    head = pg->local_free;
+  } else if (!list_ended(pg, pg->local_free)) {
+    return;
+  }
+  if (in_page(pg, pg->free)) {
+    if ((ftail = list_tail(pg, pg->free, NULL)) == NULL) return;
+  } else if (!list_ended(pg, pg->free)) {
+    return;
+  }
+  if (ltail != NULL) block_set_next(ltail, cut);
+  if (ftail != NULL) {
+    block_set_next(ftail, head);
+    head = pg->free;
+  }
+  pg->local_free = head;
+  pg->free = cut;
+}
+
+/* Start counting h's allocations: the lists its inline path pops from
+ * (the current pages of the classes up to DIRECT_MAX) are withdrawn. */
+static void attach(heap_t *h) {
+  for (unsigned c = 1; c < CLASS_CACHE_FIRST; c++)
+    if (h->queues[c].first != NULL) withdraw(h->queues[c].first);
+}
+
+prof_heap_t *prof_heap_state(heap_t *h) {
+  prof_heap_t *ph = h->prof;
+  if (BRISK_UNLIKELY(ph == NULL)) {
+    lock_acquire(&prof_lock);
+    ph = arena_take(sizeof(prof_heap_t));
+    lock_release(&prof_lock);
+    if (ph == NULL) return NULL;
+    ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
+    for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
+    attach(h);
+    h->prof = ph;
+  }
+  if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
+  return ph;
+}
+
+void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
+  block_t *b = pg->free;
+  if (!in_page(pg, b)) return; /* nothing to hand out (or a broken link: reported later) */
+  block_t *cut = page_list_cut(pg);
+  /* An empty local list (just taken) starts again from the cut, so that
+   * the list it becomes ends there too. */
+  if (pg->local_free == page_list_end(pg)) pg->local_free = cut;
+  int64_t size = (int64_t)class_size(c), left = ph->left[c];
+  /* Allocations of this class before the one whose bytes reach the count. */
+  uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
+  /* The list was just collected (the local list, or carved blocks) and one
+   * block taken: the page's other blocks are all on it, and it ends at the
+   * cut (withdraw, page_collect), so its length is known without a walk. */
+  uint32_t used = pg->used - PAGE_USED_BIAS;
+  uint64_t len = list_ended(pg, pg->local_free) && used < pg->reserved ? pg->reserved - used : 0;
+  if (len != 0 && allow >= len) {
+    ph->left[c] = left - (int64_t)len * size;
+    return;
+  }
+  /* The countdown runs out within the list (or its length is not known):
+   * walk to the allowed count and cut there; the rest waits on the local
+   * list, which the slow path takes next. */
+  uint64_t n = 0;
+  block_t *rest;
+  if (allow == 0) {
+    rest = b;
+    pg->free = cut;
+  } else {
+    n = 1;
+    for (block_t *next; n < allow && n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
+    rest = block_next(b);
+    if (!list_ended(pg, rest) && !in_page(pg, rest)) { /* a broken link: the fast path reports it */
+      ph->left[c] = left - (int64_t)n * size;
+      return;
+    }
+    block_set_next(b, cut);
+  }
+  if (!list_ended(pg, rest)) {
+    if (!list_ended(pg, pg->local_free)) {
+      block_t *tail = list_tail(pg, rest, NULL);
+      if (tail != NULL) block_set_next(tail, pg->local_free);
+    }
+    pg->local_free = rest;
+  }
+  ph->left[c] = left - (int64_t)n * size;
+}
+
+void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg) {
+  if (old == pg) return;
+  if (old != NULL) {
+    /* Counted when exposed, never handed out: they count again when
+     * the page serves its class again. */
+    uint64_t n = 0;
+    if (in_page(old, old->free)) list_tail(old, old->free, &n);
+    ph->left[c] += (int64_t)n * (int64_t)class_size(c);
+    withdraw(old);
+  }
+  if (pg != NULL) withdraw(pg);
+}
+
+/* ---------------------------------------------------------------------------
+ * The record: stacks and sampled blocks, under prof_lock.
+ * ------------------------------------------------------------------------- */
+static uint64_t stack_hash(const uintptr_t *pcs, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h ^= pcs[i];
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+static bool buckets_grow(void) {
+  size_t count = bucket_count ? bucket_count * 2 : 512;
+  prof_stack_t **nb = prof_map(count * sizeof(*nb));
+  if (nb == NULL) return false;
+  for (prof_stack_t *s = stacks_all; s; s = s->all_next) {
+    size_t i = s->hash & (count - 1);
+    s->hash_next = nb[i];
+    nb[i] = s;
+  }
+  if (buckets) prof_unmap(buckets, bucket_count * sizeof(*buckets));
+  buckets = nb;
+  bucket_count = count;
+  return true;
+}
+
+static prof_stack_t *stack_find(const uintptr_t *pcs, size_t n) {
+  uint64_t h = stack_hash(pcs, n);
+  if (bucket_count > 0) {
+    for (prof_stack_t *s = buckets[h & (bucket_count - 1)]; s; s = s->hash_next)
+      if (s->hash == h && s->depth == n && memcmp(s->pc, pcs, n * sizeof(*pcs)) == 0) return s;
+  }
+  if (stack_count >= bucket_count && !buckets_grow() && bucket_count == 0) return NULL;
+  prof_stack_t *s = arena_take(sizeof(*s) + n * sizeof(uintptr_t));
+  if (s == NULL) return NULL;
+  memset(s, 0, sizeof(*s));
+  s->hash = h;
+  s->depth = (uint32_t)n;
+  memcpy(s->pc, pcs, n * sizeof(*pcs));
+  size_t i = h & (bucket_count - 1);
+  s->hash_next = buckets[i];
+  buckets[i] = s;
+  s->all_next = stacks_all;
+  stacks_all = s;
+  stack_count++;
+  return s;
+}
+
+static uint32_t sample_take(void) {
+  if (sample_free != 0) {
+    uint32_t i = sample_free;
+    sample_free = samples[i].next_free;
+    return i;
+  }
+  if (sample_top + 1 >= sample_cap) {
+    if (sample_cap >= (1u << 30)) return 0;
+    uint32_t cap = sample_cap ? sample_cap * 2 : 4096;
+    prof_sample_t *ns = prof_map((size_t)cap * sizeof(*ns));
+    if (ns == NULL) return 0;
+    if (samples) {
+      memcpy(ns, samples, (size_t)sample_top * sizeof(*ns));
+      prof_unmap(samples, (size_t)sample_cap * sizeof(*samples));
+    }
+    samples = ns;
+    sample_cap = cap;
+    if (sample_top == 0) sample_top = 1; /* 0 means "no record" */
+  }
+  return sample_top++;
+}
+
+static void sample_drop(uint32_t i) {
+  prof_sample_t *e = &samples[i];
+  prof_stack_t *s = e->stack;
+  s->live_n -= e->weight;
+  s->live_b -= e->bytes;
+  s->live_samples--;
+  if (s->live_samples == 0) s->live_n = s->live_b = 0; /* no rounding residue */
+  live_bytes -= e->bytes;
+  live_samples--;
+  if (live_samples == 0) live_bytes = 0;
+  if (live_bytes < interval_base) interval_base = live_bytes;
+  e->heap->live--;
+  e->addr = 0;
+  e->next_free = sample_free;
+  sample_free = i;
+}
+
+/* The owner's flag, ordered with the code around it as a signal handler
+ * on the same thread sees it. */
+static inline void set_busy(prof_heap_t *ph, uint32_t v) {
+  atomic_signal_fence(memory_order_seq_cst);
+  ph->busy = v;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
+  prof_heap_t *ph = h->prof;
+  uintptr_t pcs[PROF_FRAMES];
+  set_busy(ph, 1); /* to the end: an allocation in a signal handler here takes no sample */
+  size_t n = unwind_backtrace(pcs, PROF_FRAMES);
+  double weight = 1.0 / sample_probability((double)sampled, current_rate());
+  double bytes = (double)requested * weight;
+  bool dump = false;
+  lock_acquire(&prof_lock);
+  prof_stack_t *s = stack_find(pcs, n);
+  uint32_t i = s ? sample_take() : 0;
+  if (i != 0) {
+    prof_sample_t *e = &samples[i];
+    e->addr = (uintptr_t)pg->start;
+    e->stack = s;
+    e->heap = ph;
+    e->weight = weight;
+    e->bytes = bytes;
+    s->alloc_n += weight;
+    s->alloc_b += bytes;
+    s->live_n += weight;
+    s->live_b += bytes;
+    s->live_samples++;
+    ph->live++;
+    live_samples++;
+    live_bytes += bytes;
+    int64_t interval = option_load(profile_interval);
+    if (interval > 0 && live_bytes >= interval_base + (double)interval) {
+      interval_base = live_bytes;
+      dump = true;
+    }
+    pg->prof_slot = i;
+  }
+  lock_release(&prof_lock);
+  set_busy(ph, 0);
+  if (dump) {
+    atomic_store_relaxed(&brisk_prof_dump_requested, 1);
+    background_kick(os_now_ms());
+  }
+}
+
+void prof_forget(page_t *pg, heap_t *caller) {
+  prof_heap_t *ph = caller != NULL ? caller->prof : NULL;
+  /* The calling thread was interrupted inside the profiler (a free in a
+   * signal handler): the record stays, rather than wait for a lock this
+   * thread holds. */
+  if (ph != NULL && ph->busy) return;
+  uint32_t i = pg->prof_slot;
+  pg->prof_slot = 0;
+  if (ph != NULL) set_busy(ph, 1);
+  lock_acquire(&prof_lock);
+  /* Descriptors are cleared when their span or mapping is handed out
+   * again, so a slot names its own record (unless the record went with
+   * its destroyed heap: then no block is freed through it). */
+  if (i < sample_top && samples[i].addr != 0) sample_drop(i);
+  lock_release(&prof_lock);
+  if (ph != NULL) set_busy(ph, 0);
+}
+
+void prof_forget_heap(heap_t *h) {
+  prof_heap_t *ph = h->prof;
+  if (ph == NULL) return;
+  lock_acquire(&prof_lock);
+  for (uint32_t i = 1; ph->live > 0 && i < sample_top; i++)
+    if (samples[i].addr != 0 && samples[i].heap == ph) sample_drop(i);
+  lock_release(&prof_lock);
+}
+
+/* ---------------------------------------------------------------------------
+ * Output: a buffered writer on a file or stderr (no stdio: it allocates).
+ * ------------------------------------------------------------------------- */
+typedef struct writer_s {
+  int fd; /* -1: stderr */
+  int err;
+  size_t len;
+  char *buf;
+} writer_t;
+
+static void w_flush(writer_t *w) {
+  if (w->len == 0) return;
+  if (w->fd < 0) os_write_stderr(w->buf, w->len);
+  else if (w->err == 0) w->err = os_file_write(w->fd, w->buf, w->len);
+  w->len = 0;
+}
+
+static void w_mem(writer_t *w, const char *s, size_t n) {
+  while (n > 0) {
+    if (w->len == PROF_OUT_BYTES) w_flush(w);
+    size_t k = PROF_OUT_BYTES - w->len < n ? PROF_OUT_BYTES - w->len : n;
+    memcpy(w->buf + w->len, s, k);
+    w->len += k;
+    s += k;
+    n -= k;
+  }
+}
+
+static void w_str(writer_t *w, const char *s) { w_mem(w, s, strlen(s)); }
+
+/* Formatted as report.c formats (%s %d %zu %lld %p): numbers, addresses
+ * (%p: 0x...) and short text; names of any length go through w_str. */
+static void w_fmt(writer_t *w, const char *fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  size_t n = format_string_v(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  w_mem(w, text, n < sizeof(text) ? n : sizeof(text) - 1);
+}
+
+/* Text of a frame name or file path, with ';' (between frames) and ' '
+ * (before the count) made '_'. */
+static void w_name(writer_t *w, const char *s) {
+  for (const char *p = s; *p; p++) w_mem(w, (*p == ';' || *p == ' ') ? "_" : p, 1);
+}
+
+/* A frame as the collapsed file names it: its symbol when the dynamic
+ * symbol tables have one, else <file>+0x<address in the file> (which
+ * scripts/brisk-flame.py names with addr2line), else its address. */
+static void w_frame(writer_t *w, uintptr_t pc) {
+  const char *name, *object;
+  uintptr_t off, obj_off;
+  unwind_symbol(pc, &name, &off, &object, &obj_off);
+  if (name != NULL && name[0] != '\0') {
+    w_name(w, name);
+  } else if (object != NULL) {
+    w_name(w, object);
+    w_fmt(w, "+%p", (void *)obj_off);
+  } else {
+    w_fmt(w, "%p", (void *)pc);
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Dumps, under dump_lock.
+ * ------------------------------------------------------------------------- */
+typedef struct snap_s {
+  const prof_stack_t *stack;
+  uint64_t live_n, live_b, alloc_n, alloc_b, samples;
+} snap_t;
+
+static snap_t *snap;
+static size_t snap_cap;
+
+static uint64_t rounded(double v) { return v <= 0.5 ? 0 : (uint64_t)(v + 0.5); }
+
+static bool snap_before(const snap_t *a, const snap_t *b) {
+  if (a->live_b != b->live_b) return a->live_b > b->live_b;
+  return a->alloc_b > b->alloc_b;
+}
+
+/* Sift v[i] down a heap ordered so that no parent comes before its children. */
+static void snap_sift(snap_t *v, size_t i, size_t n) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && snap_before(&v[m], &v[l])) m = l;
+    if (l + 1 < n && snap_before(&v[m], &v[l + 1])) m = l + 1;
+    if (m == i) return;
+    snap_t t = v[i];
+    v[i] = v[m];
+    v[m] = t;
+    i = m;
+  }
+}
+
+/* Largest in-use bytes first: a heap sort (no allocation, no recursion)
+ * whose heap keeps the smallest at its root, which goes to the end. */
+static void snap_sort(snap_t *v, size_t n) {
+  for (size_t i = n / 2; i-- > 0;) snap_sift(v, i, n);
+  for (size_t end = n; end-- > 1;) {
+    snap_t t = v[0];
+    v[0] = v[end];
+    v[end] = t;
+    snap_sift(v, 0, end);
+  }
+}
+
+/* The counts of every stack at one instant; false when out of memory. */
+static bool snapshot(size_t *count) {
+  lock_acquire(&prof_lock);
+  size_t n = stack_count;
+  if (n > snap_cap) {
+    lock_release(&prof_lock);
+    size_t cap = snap_cap ? snap_cap : 1024;
+    while (cap < n + 64) cap *= 2;
+    snap_t *ns = prof_map(cap * sizeof(*ns));
+    if (ns == NULL) return false;
+    if (snap) prof_unmap(snap, snap_cap * sizeof(*snap));
+    snap = ns;
+    snap_cap = cap;
+    lock_acquire(&prof_lock);
+  }
+  size_t k = 0;
+  for (prof_stack_t *s = stacks_all; s && k < snap_cap; s = s->all_next) {
+    snap_t *e = &snap[k];
+    e->stack = s;
+    e->live_n = rounded(s->live_n);
+    e->live_b = rounded(s->live_b);
+    e->alloc_n = rounded(s->alloc_n);
+    e->alloc_b = rounded(s->alloc_b);
+    e->samples = s->live_samples;
+    if (e->alloc_n == 0 && e->alloc_b == 0) continue;
+    if (e->live_b == 0) e->live_n = 0;
+    if (e->live_n == 0) e->live_b = 0;
+    k++;
+  }
+  lock_release(&prof_lock);
+  snap_sort(snap, k);
+  *count = k;
+  return true;
+}
+
+static bool out_ready(void) {
+  if (out_buf == NULL) out_buf = prof_map(PROF_OUT_BYTES);
+  return out_buf != NULL;
+}
+
+/* The legacy heap profile that pprof (google-pprof) and jeprof read:
+ *   heap profile: <in-use objects>: <in-use bytes> [<allocated objects>: <allocated bytes>] @ heapprofile
+ *   <objects>: <bytes> [<objects>: <bytes>] @ <return addresses, innermost first>
+ *   MAPPED_LIBRARIES:
+ *   <the process's /proc/self/maps>
+ * The counts are already scaled back from the samples ("heapprofile": the
+ * reader adjusts nothing): a sampled block of b bytes counts for 1/p
+ * blocks and r/p bytes, r the bytes asked for and p = 1 - exp(-b / RATE)
+ * the probability that a block of b bytes holds a sampled byte. */
+static int write_heap(int fd, size_t n) {
+  writer_t w = {fd, 0, 0, out_buf};
+  uint64_t t[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    t[0] += snap[i].live_n;
+    t[1] += snap[i].live_b;
+    t[2] += snap[i].alloc_n;
+    t[3] += snap[i].alloc_b;
+  }
+  w_fmt(&w, "heap profile: %lld: %lld [ %lld: %lld] @ heapprofile\n", (long long)t[0], (long long)t[1],
+        (long long)t[2], (long long)t[3]);
+  for (size_t i = 0; i < n; i++) {
+    const snap_t *e = &snap[i];
+    w_fmt(&w, "%lld: %lld [%lld: %lld] @", (long long)e->live_n, (long long)e->live_b, (long long)e->alloc_n,
+          (long long)e->alloc_b);
+    /* Return addresses: the readers step back into the call for every
+     * frame but the first, which is done here. */
+    for (uint32_t f = 0; f < e->stack->depth; f++) w_fmt(&w, " %p", (void *)(e->stack->pc[f] - (f == 0)));
+    w_str(&w, "\n");
+  }
+  w_str(&w, "\nMAPPED_LIBRARIES:\n");
+  w_flush(&w);
+  if (w.err == 0) w.err = os_file_copy("/proc/self/maps", fd);
+  return w.err;
+}
+
+/* Collapsed stacks for flame graphs: "outermost;...;innermost <in-use
+ * bytes>", one line per stack that holds memory. */
+static int write_collapsed(int fd, size_t n) {
+  writer_t w = {fd, 0, 0, out_buf};
+  for (size_t i = 0; i < n; i++) {
+    const snap_t *e = &snap[i];
+    if (e->live_b == 0) continue;
+    for (uint32_t f = e->stack->depth; f-- > 0;) {
+      w_frame(&w, e->stack->pc[f] - 1);
+      if (f > 0) w_str(&w, ";");
+    }
+    if (e->stack->depth == 0) w_str(&w, "[unknown]");
+    w_fmt(&w, " %lld\n", (long long)e->live_b);
+  }
+  w_flush(&w);
+  return w.err;
+}
+
+static int write_file(const char *path, int (*write)(int, size_t), size_t n) {
+  int fd, err = os_file_create(path, &fd);
+  if (err == 0) {
+    err = write(fd, n);
+    os_file_close(fd);
+  }
+  if (err != 0) report_warning("heap profile: cannot write %s: %s", path, os_error_name(err));
+  return err;
+}
+
+/* The heap profile at `path` and its collapsed stacks beside it (path
+ * ending in .heap: .collapsed instead; otherwise path.collapsed). */
+static int dump_to(const char *path) {
+  size_t n;
+  if (!out_ready() || !snapshot(&n)) {
+    report_warning("heap profile: no memory for the dump of %s", path);
+    return ENOMEM;
+  }
+  char other[PROF_PATH_MAX + 16];
+  size_t len = strlen(path);
+  if (len >= PROF_PATH_MAX) return ENAMETOOLONG;
+  memcpy(other, path, len + 1);
+  if (len > 5 && strcmp(path + len - 5, ".heap") == 0) len -= 5;
+  memcpy(other + len, ".collapsed", sizeof(".collapsed"));
+  int err = write_file(path, write_heap, n);
+  return err != 0 ? err : write_file(other, write_collapsed, n);
+}
+
+/* <prefix>.<pid>.<seq>.heap */
+static int dump_next(void) {
+  if (!have_prefix) return EINVAL;
+  char path[PROF_PATH_MAX];
+  format_string(path, sizeof(path), "%s.%d.%zu.heap", prefix, os_pid(), (size_t)dump_seq++);
+  return dump_to(path);
+}
+
+/* A dump asked for by a signal or the interval, if no other is running. */
+static void dump_if_asked(void) {
+  if (!lock_try_acquire(&dump_lock)) return;
+  if (atomic_exchange_explicit(&brisk_prof_dump_requested, 0, memory_order_relaxed)) dump_next();
+  lock_release(&dump_lock);
+}
+
+uint64_t prof_background(uint64_t now) {
+  if (BRISK_LIKELY(!atomic_load_relaxed(&brisk_prof_dump_requested))) return 0;
+  dump_if_asked();
+  /* Another dump was running: this one follows it. */
+  return atomic_load_relaxed(&brisk_prof_dump_requested) ? now + PROF_RETRY_MS : 0;
+}
+
+void prof_poll_slow(void) {
+  if (!background_running()) dump_if_asked();
+}
+
+/* ---------------------------------------------------------------------------
+ * The leak report: sampled blocks still live at exit, by stack.
+ * ------------------------------------------------------------------------- */
+static void leak_frame(writer_t *w, unsigned i, uintptr_t pc) {
+  const char *name, *object;
+  uintptr_t off, obj_off;
+  unwind_symbol(pc - 1, &name, &off, &object, &obj_off);
+  w_fmt(w, "brisk:     #%d %p", (int)i, (void *)pc);
+  if (name != NULL) {
+    w_str(w, " ");
+    w_str(w, name);
+    w_fmt(w, "+%p", (void *)(off + 1));
+  }
+  if (object != NULL) {
+    w_str(w, " (");
+    w_str(w, object);
+    w_fmt(w, "+%p)", (void *)(obj_off + 1));
+  }
+  w_str(w, "\n");
+}
+
+static void leak_report(void) {
+  size_t n;
+  if (!out_ready() || !snapshot(&n)) return;
+  writer_t w = {-1, 0, 0, out_buf};
+  uint64_t bytes = 0, blocks = 0, stacks = 0, sampled = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (snap[i].live_b == 0) continue;
+    stacks++;
+    bytes += snap[i].live_b;
+    blocks += snap[i].live_n;
+    sampled += snap[i].samples;
+  }
+  w_fmt(&w, "brisk: leak report: about %lld bytes in %lld blocks still live at exit, from %lld %s (",
+        (long long)bytes, (long long)blocks, (long long)stacks, stacks == 1 ? "stack" : "stacks");
+  w_fmt(&w, "%lld sampled blocks; one sampled byte per %lld allocated, on average)\n", (long long)sampled,
+        (long long)option_load(profile_rate));
+  size_t shown = 0;
+  for (size_t i = 0; i < n && shown < PROF_LEAK_STACKS; i++) {
+    const snap_t *e = &snap[i];
+    if (e->live_b == 0) continue;
+    shown++;
+    w_fmt(&w, "brisk: leak: about %lld bytes in %lld blocks (%lld %s) allocated at:\n", (long long)e->live_b,
+          (long long)e->live_n, (long long)e->samples, e->samples == 1 ? "sample" : "samples");
+    for (uint32_t f = 0; f < e->stack->depth; f++) leak_frame(&w, f, e->stack->pc[f]);
+    w_flush(&w);
+  }
+  if (stacks > shown) {
+    w_fmt(&w, "brisk: leak: %lld smaller stacks not shown\n", (long long)(stacks - shown));
+  }
+  w_flush(&w);
+}
+
+/* ---------------------------------------------------------------------------
+ * Start, stop, the API and the process's life.
+ * ------------------------------------------------------------------------- */
+/* The whole handler: async-signal-safe (atomics and a futex wake). The
+ * background thread writes the dump, or, when it does not run, the next
+ * allocation that the profiler counts. */
+static void on_signal(int sig) {
+  (void)sig;
+  int saved = errno;
+  atomic_store_explicit(&brisk_prof_dump_requested, 1, memory_order_relaxed);
+  background_kick(0);
+  errno = saved;
+}
+
+static void sampling_on(void) {
+  if (signo != 0) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&signal_installed, &expected, 1)) {
+      int err = os_signal_handler(signo, on_signal);
+      if (err != 0) report_warning("heap profile: cannot handle signal %d (errno %d)", signo, err);
+    }
+  }
+  atomic_store_relaxed(&brisk_prof_active, 1);
+  /* A signal's dump is written by the background thread: it is wanted
+   * from the next safe point on, so that a process that has gone quiet
+   * still answers the signal. */
+  if (signo != 0) background_kick(os_now_ms());
+}
+
+/* The value of BRISK_PROFILE, read without allocating. */
+static const char *env_prefix(char **env) {
+  for (; *env; env++)
+    if (strncmp(*env, "BRISK_PROFILE=", 14) == 0) return *env + 14;
+  return NULL;
+}
+
+void prof_init(void) {
+  if (env_read) return;
+  char **env = os_environ();
+  if (env == NULL) return; /* too early: brisk's constructor calls again */
+  env_read = true;
+  signo = (int)option_load(profile_signal);
+  const char *p = env_prefix(env);
+  if (p != NULL && p[0] != '\0') {
+    size_t len = strlen(p);
+    if (len >= PROF_PREFIX_MAX) {
+      report_warning("bad value for option BRISK_PROFILE: a prefix of %zu bytes (at most %d)", len,
+                     PROF_PREFIX_MAX - 1);
+    } else {
+      memcpy(prefix, p, len + 1);
+      have_prefix = true;
+    }
+  }
+  bool leaks = option_load(profile_leaks) != 0;
+  if (leaks) os_keep_stderr();
+  if (have_prefix || leaks) sampling_on();
+  else if (signo != 0 || option_load(profile_interval) != 0)
+    report_warning("BRISK_PROFILE_%s has no effect without BRISK_PROFILE=<prefix> (or "
+                   "brisk_profile_start)", signo != 0 ? "SIGNAL" : "INTERVAL");
+}
+
+int prof_start(const char *path_prefix) {
+  if (path_prefix == NULL || path_prefix[0] == '\0') {
+    report_error("brisk_profile_start(%s): the dumps need a path prefix",
+                 path_prefix == NULL ? "NULL" : "\"\"");
+    return EINVAL;
+  }
+  size_t len = strlen(path_prefix);
+  if (len >= PROF_PREFIX_MAX) {
+    report_error("brisk_profile_start(): a prefix of %zu bytes is too long (at most %d)", len,
+                 PROF_PREFIX_MAX - 1);
+    return ENAMETOOLONG;
+  }
+  lock_acquire(&dump_lock);
+  memcpy(prefix, path_prefix, len + 1);
+  have_prefix = true;
+  lock_release(&dump_lock);
+  sampling_on();
+  return 0;
+}
+
+void prof_stop(void) { atomic_store_relaxed(&brisk_prof_active, 0); }
+
+int prof_dump(const char *path) {
+  if (path != NULL && path[0] == '\0') {
+    report_error("brisk_profile_dump(\"\"): an empty path");
+    return EINVAL;
+  }
+  if (path != NULL && strlen(path) >= PROF_PATH_MAX - 16) {
+    report_error("brisk_profile_dump(): a path of %zu bytes is too long (at most %d)", strlen(path),
+                 PROF_PATH_MAX - 17);
+    return ENAMETOOLONG;
+  }
+  lock_acquire(&dump_lock);
+  int err;
+  if (path != NULL) {
+    err = dump_to(path);
+  } else if (have_prefix) {
+    err = dump_next();
+  } else {
+    report_error("brisk_profile_dump(NULL): no path, and no prefix from BRISK_PROFILE or "
+                 "brisk_profile_start");
+    err = EINVAL;
+  }
+  lock_release(&dump_lock);
+  return err;
+}
+
+void prof_leaks_changed(bool on) {
+  if (on) os_keep_stderr(); /* before: the exit may need it */
+  if (on && !prof_active()) sampling_on();
+}
+
+void prof_at_exit(void) {
+  bool leaks = option_load(profile_leaks) != 0;
+  if (!prof_active() && !leaks) return;
+  lock_acquire(&dump_lock);
+  if (prof_active() && have_prefix) dump_next();
+  if (leaks) leak_report();
+  lock_release(&dump_lock);
+}
+
+/* The record's lock is held only for table updates, with no call out of
+ * this file but the platform's mmap: the fork waits for it. A dump may
+ * run for long (files, the loader's symbol lookups): the fork does not
+ * wait for it, and the child, which has no dumping thread, starts with
+ * the lock free. */
+void prof_fork_prepare(void) { lock_acquire(&prof_lock); }
+
+void prof_fork_parent(void) { lock_release(&prof_lock); }
+
+void prof_fork_child(void) {
+  lock_reset(&prof_lock);
+  lock_reset(&dump_lock);
+  /* The child's dumps are its own: its pid names them, numbered from 0.
+   * The blocks the parent had sampled are in the child's memory too. */
+  dump_seq = 0;
+  atomic_store_relaxed(&brisk_prof_dump_requested, 0);
+  if (signo != 0 && prof_active()) background_kick(os_now_ms()); /* the child's own thread */
+}

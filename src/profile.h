@@ -1,0 +1,131 @@
+/* The sampling heap profiler: which stacks allocated the memory that is in
+ * use, estimated from a random sample of the bytes allocated.
+ *
+ *   BRISK_PROFILE=<prefix> (or brisk_profile_start) ──► sampling on
+ *
+ *   allocation slow paths (heap.c)          profile.c
+ *   ── count against the class's countdown   prof_heap_t: bytes to the next
+ *      (prof_heap_t.left[c]) ──────────────►   sample, per heap and class
+ *   ── sampled: served as a large block ───► stack (stackwalk.c) + record,
+ *      (its descriptor's prof_slot)            its slot in the descriptor
+ *   ── a page's free list handed to the      prof_expose: cut where the
+ *      inline fast path ──────────────────►    next sample falls
+ *   frees of large and huge blocks (page.c, free.c):
+ *   ── descriptor's prof_slot != 0 ────────► prof_forget
+ *   dumps: at exit, brisk_profile_dump, every BRISK_PROFILE_INTERVAL bytes of
+ *   growth, on BRISK_PROFILE_SIGNAL (the handler sets a flag and wakes the
+ *   background thread, which writes the files; without it, the next
+ *   counted slow path does)
+ *
+ * Every byte allocated is sampled with probability 1 / BRISK_PROFILE_RATE:
+ * each heap keeps, per size class, the bytes left to the next sampled byte,
+ * drawn from the exponential distribution of mean RATE (a memoryless
+ * Poisson process: per-class countdowns sample each byte alike). The fast
+ * paths count nothing: only slow paths hand blocks to them (a page's free
+ * list), so in a heap that samples every list of a current page ends at
+ * page_list_cut, and the slow path that hands a list over counts it (its
+ * length is the page's free blocks) or, when the class's countdown runs
+ * out within it, cuts it there (the rest waits on the page's local list):
+ * the allocation that finds the cut is the sample, in the slow path.
+ * Classes above DIRECT_MAX, large and huge blocks have no inline path: each
+ * of their allocations is counted in the slow path while sampling is on.
+ * A sampled block of any size is served as a large block (a span of its
+ * own, usable size rounded up to 4 KiB), whose free always takes a slow
+ * path where the descriptor's prof_slot is looked at: O(1).
+ *
+ * Layer 5, after heap_types.h and before page.h: it calls the platform
+ * layer, options, reports, the background thread and stackwalk.c; page.c,
+ * heap.c, thread.c, free.c, api.c and settings.c call it. */
+#ifndef BRISK_PROFILE_H
+#define BRISK_PROFILE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "background.h"
+#include "block.h"
+#include "heap_types.h"
+
+/* The profiler's state of one heap (owner only, like the heap). */
+typedef struct prof_heap_s {
+  int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
+  uint64_t rng;
+  uint32_t busy;             /* the owner is in the profiler (a stack walk, the
+                                record's lock): an allocation or free that
+                                interrupts it (a signal handler) neither
+                                samples nor waits for the lock */
+  uint32_t live;             /* its sampled blocks still live (under the lock) */
+} prof_heap_t;
+
+/* Sampling is on: the slow paths count allocations. */
+extern _Atomic(int) brisk_prof_active BRISK_INTERNAL;
+BRISK_INLINE bool prof_active(void) {
+  return atomic_load_explicit(&brisk_prof_active, memory_order_relaxed) != 0;
+}
+
+/* Where a free list cut by the profiler ends: inside the segment header
+ * like page_list_end (so its last block still looks free to free()), but
+ * not that address, so page_refill_pop does not take the local list behind
+ * it: the next allocation reaches heap_alloc. page_collect reads it as an
+ * empty list. */
+BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
+  return (block_t *)((uintptr_t)page_list_end(pg) + 16);
+}
+
+/* h's state, created on first use (NULL when the OS has no memory for it:
+ * then h samples nothing). A thread's heap sends every allocation above
+ * DIRECT_MAX to heap_alloc (cache_path_max) while it samples. */
+BRISK_INTERNAL prof_heap_t *prof_heap_state(heap_t *h);
+BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
+  if (BRISK_UNLIKELY(h->prof == NULL || (h->cache_path_max > DIRECT_MAX && h->kind == HEAP_KIND_THREAD)))
+    return prof_heap_state(h);
+  return h->prof;
+}
+/* Bytes to the next sample after one was taken. */
+BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
+/* pg, the current page of class c (<= DIRECT_MAX), will serve the inline
+ * path: cut its free list where the countdown runs out, and count what it
+ * hands out as allocated. */
+BRISK_INTERNAL void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg);
+/* The current page of class c (<= DIRECT_MAX) changes from old to pg
+ * (either NULL: none): what old's list still held is counted back, and
+ * pg's list waits behind a cut until the slow path exposes it. */
+BRISK_INTERNAL void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg);
+/* Record the sampled block (a large or huge block, descriptor pg) of
+ * `requested` bytes, counted as `sampled` bytes: the stack is captured here. */
+BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled);
+/* A large or huge block whose descriptor has a prof_slot is freed, by the
+ * thread whose heap is `caller` (NULL: none). */
+BRISK_INTERNAL void prof_forget(page_t *pg, heap_t *caller) BRISK_NOINLINE;
+/* Every sampled block of h goes (heap_destroy). */
+BRISK_INTERNAL void prof_forget_heap(heap_t *h);
+/* A round of the background thread (heaps_background_round): a dump that
+ * was asked for (by the signal or the interval, which wake the thread);
+ * returns the next deadline (0: none). */
+BRISK_INTERNAL uint64_t prof_background(uint64_t now);
+/* A safe point (a slow path with no lock held, not brisk's own heap):
+ * start the background thread if it is wanted, write a dump that was
+ * asked for if no background thread will. */
+extern _Atomic(int) brisk_prof_dump_requested BRISK_INTERNAL;
+BRISK_INTERNAL void prof_poll_slow(void);
+BRISK_INLINE void prof_poll(void) {
+  background_poll();
+  if (BRISK_UNLIKELY(atomic_load_explicit(&brisk_prof_dump_requested, memory_order_relaxed)))
+    prof_poll_slow();
+}
+
+/* Start-up (after the options are read; again when they are read late). */
+BRISK_INTERNAL void prof_init(void);
+BRISK_INTERNAL void prof_at_exit(void);
+/* BRISK_PROFILE_LEAKS set while running (settings.c). */
+BRISK_INTERNAL void prof_leaks_changed(bool on);
+BRISK_INTERNAL void prof_fork_prepare(void);
+BRISK_INTERNAL void prof_fork_parent(void);
+BRISK_INTERNAL void prof_fork_child(void);
+
+/* The API (brisk_profile_*): 0 or an errno value. */
+BRISK_INTERNAL int prof_start(const char *prefix);
+BRISK_INTERNAL void prof_stop(void);
+BRISK_INTERNAL int prof_dump(const char *path);
+
+#endif

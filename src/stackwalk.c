@@ -1,0 +1,509 @@
+/* Stack capture and symbol lookup for the heap profiler: see stackwalk.h. */
+#include "stackwalk.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <unwind.h>
+
+#include "platform.h"
+
+/* The executable segment of the object that holds brisk's code, when that
+ * object is not the main program (a frame there is brisk's own). */
+static uintptr_t self_lo, self_hi;
+static _Atomic(int) self_known; /* 0: not looked up, 1: looking, 2: known */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
+  uintptr_t me = (uintptr_t)arg;
+  (void)size;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (me < lo || me >= hi) continue;
+    /* The main program has no name here: linked statically into it, brisk
+     * shares its code's range with the program's, so nothing is skipped. */
+    if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0') {
+      self_lo = lo;
+      self_hi = hi;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+static void self_range(void) {
+  if (atomic_load_explicit(&self_known, memory_order_acquire) == 2) return;
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&self_known, &expected, 1)) {
+    dl_iterate_phdr(find_self, (void *)(uintptr_t)&unwind_backtrace);
+    atomic_store_explicit(&self_known, 2, memory_order_release);
+    return;
+  }
+  /* Another thread looks it up: skip nothing this time rather than wait. */
+}
+
+typedef struct walk_s {
+  uintptr_t *pcs;
+  size_t max;
+  size_t n;
+  uintptr_t lo, hi;
+  bool leading; /* still in brisk's own frames */
+} walk_t;
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg) {
+  walk_t *w = arg;
+  int before = 0;
+  uintptr_t ip = (uintptr_t)_Unwind_GetIPInfo(ctx, &before);
+  if (ip == 0) return _URC_END_OF_STACK;
+  if (w->leading) {
+    if (ip >= w->lo && ip < w->hi) return _URC_NO_REASON;
+    w->leading = false;
+  }
+  w->pcs[w->n++] = ip;
+  return w->n < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+static size_t libgcc_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi) {
+  walk_t w = {pcs, max, 0, lo, hi, true};
+  _Unwind_Backtrace(walk_frame, &w);
+  return w.n;
+}
+
+#if defined(__x86_64__) && defined(DLFO_STRUCT_HAS_EH_DBASE)
+/* ---------------------------------------------------------------------------
+ * The fast walk (x86-64): the same unwind tables, read here, and what they
+ * say about each return address kept in a cache, so that a stack seen
+ * before costs a few loads per frame (libgcc's walk interprets the tables
+ * again for every frame of every sample: about 1,000 instructions each).
+ *
+ * A frame's rule at address pc: CFA = (rsp or rbp) + cfa_off; the return
+ * address is at CFA + ra_off; rbp, if this frame saved it, at CFA +
+ * rbp_off. Only rules of that form are cached; a frame whose tables say
+ * anything else (a signal frame, an expression, another register for the
+ * CFA) sends the whole stack to libgcc's walk. An address no table covers
+ * ends the stack, as it ends libgcc's walk.
+ * ------------------------------------------------------------------------- */
+enum { RULE_OK = 1, RULE_END = 2, RULE_OTHER = 3 };
+
+typedef struct rule_s {
+  uint8_t kind;    /* RULE_* */
+  uint8_t cfa_rbp; /* CFA from rbp (else rsp) */
+  int32_t cfa_off, ra_off, rbp_off; /* rbp_off 0: rbp not saved by the frame */
+} rule_t;
+
+/* A direct-mapped cache: pc -> rule, with the object's mapping as it was,
+ * so that a rule of an unloaded object is not used for another. Entries
+ * are written under a sequence number (odd while written) and read twice
+ * around it. */
+#define RULE_CACHE 1024 /* 40 KiB, touched only by a process that samples */
+typedef struct rule_slot_s {
+  _Atomic(uint32_t) seq;
+  uintptr_t pc, map;
+  rule_t rule;
+} rule_slot_t;
+static rule_slot_t rule_cache[RULE_CACHE];
+
+static bool cache_get(uintptr_t pc, uintptr_t map, rule_t *out) {
+  rule_slot_t *e = &rule_cache[(pc ^ (pc >> 12)) & (RULE_CACHE - 1)];
+  uint32_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+  if (s1 & 1) return false;
+  uintptr_t p = __atomic_load_n(&e->pc, __ATOMIC_RELAXED), m = __atomic_load_n(&e->map, __ATOMIC_RELAXED);
+  rule_t r;
+  __atomic_load(&e->rule.kind, &r.kind, __ATOMIC_RELAXED);
+  __atomic_load(&e->rule.cfa_rbp, &r.cfa_rbp, __ATOMIC_RELAXED);
+  __atomic_load(&e->rule.cfa_off, &r.cfa_off, __ATOMIC_RELAXED);
+  __atomic_load(&e->rule.ra_off, &r.ra_off, __ATOMIC_RELAXED);
+  __atomic_load(&e->rule.rbp_off, &r.rbp_off, __ATOMIC_RELAXED);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1 || p != pc || m != map) return false;
+  *out = r;
+  return true;
+}
+
+static void cache_put(uintptr_t pc, uintptr_t map, const rule_t *r) {
+  rule_slot_t *e = &rule_cache[(pc ^ (pc >> 12)) & (RULE_CACHE - 1)];
+  uint32_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+  if ((s & 1) || !atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1, memory_order_acquire,
+                                                          memory_order_relaxed))
+    return; /* another thread writes it: leave it uncached */
+  atomic_thread_fence(memory_order_release);
+  __atomic_store_n(&e->pc, pc, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->map, map, __ATOMIC_RELAXED);
+  __atomic_store(&e->rule.kind, &r->kind, __ATOMIC_RELAXED);
+  __atomic_store(&e->rule.cfa_rbp, &r->cfa_rbp, __ATOMIC_RELAXED);
+  __atomic_store(&e->rule.cfa_off, &r->cfa_off, __ATOMIC_RELAXED);
+  __atomic_store(&e->rule.ra_off, &r->ra_off, __ATOMIC_RELAXED);
+  __atomic_store(&e->rule.rbp_off, &r->rbp_off, __ATOMIC_RELAXED);
+  atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+/* Reading the tables: a cursor that never passes `end`. */
+typedef struct cur_s {
+  const uint8_t *p, *end;
+  bool bad;
+} cur_t;
+
+static uint64_t rd_u(cur_t *c, size_t n) {
+  if ((size_t)(c->end - c->p) < n) {
+    c->bad = true;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) v |= (uint64_t)c->p[i] << (8 * i);
+  c->p += n;
+  return v;
+}
+
+static uint64_t rd_uleb(cur_t *c) {
+  uint64_t v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    uint8_t b = (uint8_t)rd_u(c, 1);
+    if (c->bad) return 0;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  c->bad = true;
+  return 0;
+}
+
+static int64_t rd_sleb(cur_t *c) {
+  int64_t v = 0;
+  unsigned shift = 0;
+  uint8_t b;
+  do {
+    b = (uint8_t)rd_u(c, 1);
+    if (c->bad || shift >= 64) {
+      c->bad = true;
+      return 0;
+    }
+    v |= (int64_t)(b & 0x7f) << shift;
+    shift += 7;
+  } while (b & 0x80);
+  if (shift < 64 && (b & 0x40)) v |= -((int64_t)1 << shift);
+  return v;
+}
+
+/* A pointer in DWARF's exception-header encoding: the formats and the
+ * pc-relative and data-relative applications (indirect ones are read as
+ * the address they name, which is all that skipping them needs). */
+static uintptr_t rd_enc(cur_t *c, uint8_t enc, uintptr_t datarel) {
+  if (enc == 0xff) return 0; /* omitted */
+  const uint8_t *at = c->p;
+  uintptr_t v;
+  switch (enc & 0x0f) {
+    case 0x00: v = (uintptr_t)rd_u(c, 8); break;
+    case 0x01: v = (uintptr_t)rd_uleb(c); break;
+    case 0x02: v = (uintptr_t)rd_u(c, 2); break;
+    case 0x03: v = (uintptr_t)rd_u(c, 4); break;
+    case 0x04: v = (uintptr_t)rd_u(c, 8); break;
+    case 0x09: v = (uintptr_t)rd_sleb(c); break;
+    case 0x0a: v = (uintptr_t)(int64_t)(int16_t)rd_u(c, 2); break;
+    case 0x0b: v = (uintptr_t)(int64_t)(int32_t)rd_u(c, 4); break;
+    case 0x0c: v = (uintptr_t)rd_u(c, 8); break;
+    default: c->bad = true; return 0;
+  }
+  switch (enc & 0x70) {
+    case 0x00: break;
+    case 0x10: v += (uintptr_t)at; break;
+    case 0x30: v += datarel; break;
+    default: c->bad = true; return 0;
+  }
+  return v;
+}
+
+/* The registers the rules follow (DWARF numbers on x86-64). */
+enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
+
+typedef struct cfa_state_s {
+  uint8_t cfa_reg;
+  int64_t cfa_off;
+  int64_t rbp_off; /* 0: rbp unchanged */
+  int64_t ra_off;  /* 0: the return address undefined (the outermost frame) */
+} cfa_state_t;
+
+/* Run a call-frame program up to pc; false for what the cache cannot hold. */
+static bool run_cfa(cur_t *c, uintptr_t loc, uintptr_t pc, uint64_t code_align, int64_t data_align,
+                    cfa_state_t *st, const cfa_state_t *initial) {
+  cfa_state_t stack[4];
+  int depth = 0;
+  while (c->p < c->end && !c->bad) {
+    uint8_t op = (uint8_t)rd_u(c, 1), low = op & 0x3f;
+    uint64_t reg = 0;
+    int64_t off = 0;
+    switch (op >> 6) {
+      case 1: /* advance_loc */
+        loc += low * code_align;
+        if (loc > pc) return true;
+        continue;
+      case 2: /* offset */
+        reg = low;
+        off = (int64_t)rd_uleb(c) * data_align;
+        goto set_offset;
+      case 3: /* restore */
+        reg = low;
+        goto restore;
+    }
+    switch (op) {
+      case 0x00: break; /* nop */
+      case 0x01: return false; /* set_loc: not in compiler output */
+      case 0x02: loc += rd_u(c, 1) * code_align; if (loc > pc) return true; break;
+      case 0x03: loc += rd_u(c, 2) * code_align; if (loc > pc) return true; break;
+      case 0x04: loc += rd_u(c, 4) * code_align; if (loc > pc) return true; break;
+      case 0x05: reg = rd_uleb(c); off = (int64_t)rd_uleb(c) * data_align; goto set_offset;
+      case 0x06: reg = rd_uleb(c); goto restore;
+      case 0x07: /* undefined */
+        reg = rd_uleb(c);
+        if (reg == REG_RA) st->ra_off = 0;
+        else if (reg == REG_RBP) return false;
+        break;
+      case 0x08: /* same_value */
+        reg = rd_uleb(c);
+        if (reg == REG_RBP) st->rbp_off = 0;
+        else if (reg == REG_RA) return false;
+        break;
+      case 0x09: /* register */
+        reg = rd_uleb(c);
+        rd_uleb(c);
+        if (reg == REG_RBP || reg == REG_RA) return false;
+        break;
+      case 0x0a: /* remember_state */
+        if (depth == 4) return false;
+        stack[depth++] = *st;
+        break;
+      case 0x0b: /* restore_state: the CFA rule too, as compilers expect */
+        if (depth == 0) return false;
+        *st = stack[--depth];
+        break;
+      case 0x0c: st->cfa_reg = (uint8_t)rd_uleb(c); st->cfa_off = (int64_t)rd_uleb(c); break;
+      case 0x0d: st->cfa_reg = (uint8_t)rd_uleb(c); break;
+      case 0x0e: st->cfa_off = (int64_t)rd_uleb(c); break;
+      case 0x0f: return false; /* def_cfa_expression */
+      case 0x10: case 0x16: { /* expression, val_expression: skipped for other registers */
+        reg = rd_uleb(c);
+        if (reg == REG_RBP || reg == REG_RA) return false;
+        uint64_t len = rd_uleb(c);
+        if (c->bad || len > (uint64_t)(c->end - c->p)) return false;
+        c->p += len;
+        break;
+      }
+      case 0x11: reg = rd_uleb(c); off = rd_sleb(c) * data_align; goto set_offset;
+      case 0x12: st->cfa_reg = (uint8_t)rd_uleb(c); st->cfa_off = rd_sleb(c) * data_align; break;
+      case 0x13: st->cfa_off = rd_sleb(c) * data_align; break;
+      case 0x14: case 0x15: /* val_offset */
+        reg = rd_uleb(c);
+        if (op == 0x14) rd_uleb(c); else rd_sleb(c);
+        if (reg == REG_RBP || reg == REG_RA) return false;
+        break;
+      case 0x2e: rd_uleb(c); break; /* GNU_args_size */
+      default: return false;
+    }
+    continue;
+  set_offset:
+    if (reg == REG_RBP) st->rbp_off = off;
+    else if (reg == REG_RA) st->ra_off = off;
+    continue;
+  restore:
+    if (reg == REG_RBP) st->rbp_off = initial->rbp_off;
+    else if (reg == REG_RA) st->ra_off = initial->ra_off;
+  }
+  return !c->bad;
+}
+
+/* The rule at pc, from the tables of the object at eh_hdr (its
+ * .eh_frame_hdr, whose data-relative base is dbase). */
+static rule_t find_rule(uintptr_t pc, const uint8_t *hdr, uintptr_t dbase) {
+  rule_t none = {RULE_END, 0, 0, 0, 0}, other = {RULE_OTHER, 0, 0, 0, 0};
+  if (hdr == NULL) return none;
+  /* .eh_frame_hdr: version 1, then the encodings of the .eh_frame pointer,
+   * the count and the sorted table of (start, FDE). */
+  if (hdr[0] != 1 || hdr[3] != 0x3b) return other;
+  cur_t c = {hdr + 4, hdr + 4 + 16, false};
+  rd_enc(&c, hdr[1], dbase);
+  uint64_t count = rd_enc(&c, hdr[2], dbase);
+  if (c.bad || count == 0) return other;
+  const int32_t *table = (const int32_t *)c.p;
+  uint64_t lo = 0, hi = count;
+  while (hi - lo > 1) {
+    uint64_t mid = (lo + hi) / 2;
+    if (dbase + (intptr_t)table[2 * mid] <= pc) lo = mid;
+    else hi = mid;
+  }
+  if (dbase + (intptr_t)table[2 * lo] > pc) return none;
+  const uint8_t *fde = (const uint8_t *)(dbase + (intptr_t)table[2 * lo + 1]);
+
+  /* The FDE and its CIE. Lengths bound every read. */
+  cur_t f = {fde, fde + 4, false};
+  uint32_t flen = (uint32_t)rd_u(&f, 4);
+  if (flen == 0 || flen == 0xffffffffu) return other;
+  f.end = fde + 4 + flen;
+  const uint8_t *cie_at = f.p;
+  uint32_t cie_off = (uint32_t)rd_u(&f, 4);
+  const uint8_t *cie = cie_at - cie_off;
+  cur_t k = {cie, cie + 4, false};
+  uint32_t clen = (uint32_t)rd_u(&k, 4);
+  if (clen == 0 || clen == 0xffffffffu) return other;
+  k.end = cie + 4 + clen;
+  if (rd_u(&k, 4) != 0) return other; /* not a CIE */
+  uint8_t version = (uint8_t)rd_u(&k, 1);
+  const char *aug = (const char *)k.p;
+  while (k.p < k.end && *k.p) k.p++;
+  k.p++;
+  uint64_t code_align = rd_uleb(&k);
+  int64_t data_align = rd_sleb(&k);
+  uint64_t ra_reg = version == 1 ? rd_u(&k, 1) : rd_uleb(&k);
+  uint8_t fde_enc = 0;
+  if (ra_reg != REG_RA || k.bad) return other;
+  if (aug[0] == 'z') {
+    uint64_t alen = rd_uleb(&k);
+    const uint8_t *after = k.p + alen;
+    for (const char *a = aug + 1; *a; a++) {
+      if (*a == 'R') fde_enc = (uint8_t)rd_u(&k, 1);
+      else if (*a == 'L') rd_u(&k, 1);
+      else if (*a == 'P') {
+        uint8_t penc = (uint8_t)rd_u(&k, 1);
+        rd_enc(&k, penc & 0x7f, 0);
+      } else {
+        return other; /* 'S' (a signal frame) and anything else */
+      }
+    }
+    if (k.bad || after > k.end) return other;
+    k.p = after;
+  } else if (aug[0] != '\0') {
+    return other;
+  }
+  uintptr_t start = rd_enc(&f, fde_enc, dbase);
+  uintptr_t range = rd_enc(&f, fde_enc & 0x0f, 0);
+  if (f.bad || pc < start || pc - start >= range) return none;
+  if (aug[0] == 'z') {
+    uint64_t alen = rd_uleb(&f);
+    if (alen > (uint64_t)(f.end - f.p)) return other;
+    f.p += alen;
+  }
+
+  cfa_state_t st = {REG_RSP, 8, 0, -8}, initial;
+  if (!run_cfa(&k, start, (uintptr_t)-1, code_align, data_align, &st, &st)) return other;
+  initial = st;
+  if (!run_cfa(&f, start, pc, code_align, data_align, &st, &initial)) return other;
+  if (st.ra_off == 0) return none; /* the outermost frame */
+  if ((st.cfa_reg != REG_RSP && st.cfa_reg != REG_RBP) || st.cfa_off <= 0 || st.cfa_off > INT32_MAX ||
+      st.ra_off < INT32_MIN || st.rbp_off < INT32_MIN || st.ra_off >= 0 || st.rbp_off >= 0)
+    return other;
+  rule_t r = {RULE_OK, st.cfa_reg == REG_RBP, (int32_t)st.cfa_off, (int32_t)st.ra_off, (int32_t)st.rbp_off};
+  return r;
+}
+
+/* The rule for the frame at pc: cached, or read from the tables. */
+static rule_t rule_at(uintptr_t pc) {
+  struct dl_find_object dlfo;
+  if (_dl_find_object((void *)pc, &dlfo) != 0) {
+    rule_t none = {RULE_END, 0, 0, 0, 0};
+    return none;
+  }
+  uintptr_t map = (uintptr_t)dlfo.dlfo_map_start;
+  rule_t r;
+  if (cache_get(pc, map, &r)) return r;
+  r = find_rule(pc, dlfo.dlfo_eh_frame, (uintptr_t)dlfo.dlfo_eh_frame);
+  cache_put(pc, map, &r);
+  return r;
+}
+
+/* Frames whose CFA moves further than this from the one before are not
+ * believed: a stack that the tables misdescribe ends there. */
+#define FRAME_MAX ((uintptr_t)64 << 20)
+
+/* The walk from the caller of this function; SIZE_MAX when a frame needs
+ * libgcc's walk. */
+static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi) {
+  uintptr_t pc, rsp, rbp;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(rsp), "=r"(rbp));
+  size_t n = 0;
+  bool leading = true, first = true;
+  for (unsigned frames = 0; frames < 256; frames++) {
+    /* A return address points after its call: its rule is the call's. */
+    rule_t r = rule_at(first ? pc : pc - 1);
+    first = false;
+    if (r.kind == RULE_END) break;
+    if (r.kind != RULE_OK) return SIZE_MAX;
+    uintptr_t cfa = (r.cfa_rbp ? rbp : rsp) + (uintptr_t)(intptr_t)r.cfa_off;
+    if (cfa <= rsp || cfa - rsp > FRAME_MAX || (cfa & 7) != 0) break;
+    uintptr_t ra = *(const uintptr_t *)(cfa + (intptr_t)r.ra_off);
+    if (r.rbp_off != 0) rbp = *(const uintptr_t *)(cfa + (intptr_t)r.rbp_off);
+    rsp = cfa;
+    pc = ra;
+    if (pc == 0) break;
+    if (leading) {
+      if (pc >= lo && pc < hi) continue;
+      leading = false;
+    }
+    pcs[n++] = pc;
+    if (n == max) break;
+  }
+  return n;
+}
+#endif
+
+size_t unwind_backtrace(uintptr_t *pcs, size_t max) {
+  if (max == 0) return 0;
+  self_range();
+  uintptr_t lo = 0, hi = 0;
+  if (atomic_load_explicit(&self_known, memory_order_acquire) == 2) {
+    lo = self_lo;
+    hi = self_hi;
+  }
+#if defined(__x86_64__) && defined(DLFO_STRUCT_HAS_EH_DBASE)
+  size_t n = fast_backtrace(pcs, max, lo, hi);
+  if (n != SIZE_MAX) {
+    if (BRISK_DEBUG_LEVEL >= 2) { /* internal checks: libgcc's walk finds the same frames */
+      uintptr_t check[64];
+      size_t m = libgcc_backtrace(check, max < 64 ? max : 64, lo, hi);
+      brisk_assert_internal(m == (n < 64 ? n : 64));
+      for (size_t i = 0; i < m && i < n; i++) brisk_assert_internal(check[i] == pcs[i]);
+    }
+    return n;
+  }
+#endif
+  return libgcc_backtrace(pcs, max, lo, hi);
+}
+
+/* The main program's file, read once (/proc/self/exe); NULL if unknown. */
+static char exe_buf[4096];
+static _Atomic(int) exe_known; /* 0: not read, 1: reading, 2: read, 3: unknown */
+
+static const char *exe_path(void) {
+  int state = atomic_load_explicit(&exe_known, memory_order_acquire);
+  if (state == 0) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&exe_known, &expected, 1)) return NULL;
+    state = os_exe_path(exe_buf, sizeof(exe_buf)) ? 2 : 3;
+    atomic_store_explicit(&exe_known, state, memory_order_release);
+  }
+  return state == 2 ? exe_buf : NULL;
+}
+
+void unwind_symbol(uintptr_t addr, const char **name, uintptr_t *offset, const char **object,
+                   uintptr_t *object_offset) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  *name = NULL;
+  *offset = 0;
+  *object = NULL;
+  *object_offset = 0;
+  if (dladdr1((void *)addr, &info, (void **)&map, RTLD_DL_LINKMAP) == 0) return;
+  /* The main program has an empty name in the link map: dladdr gives the
+   * name it was started by. */
+  if (map != NULL && map->l_name != NULL && map->l_name[0] == '\0') {
+    /* The main program: its link map has no name, and dladdr's is the one
+     * it was started by, relative to the directory it started in. */
+    const char *exe = exe_path();
+    if (exe != NULL) info.dli_fname = exe;
+  }
+  if (info.dli_fname != NULL && info.dli_fname[0] != '\0') {
+    *object = info.dli_fname;
+    *object_offset = addr - (map != NULL ? (uintptr_t)map->l_addr : (uintptr_t)info.dli_fbase);
+  }
+  if (info.dli_sname != NULL && info.dli_saddr != NULL) {
+    *name = info.dli_sname;
+    *offset = addr - (uintptr_t)info.dli_saddr;
+  }
+}

@@ -1,0 +1,41 @@
+/* Stack capture and symbol lookup for the heap profiler (profile.c).
+ *
+ * The walk reads the unwind tables (.eh_frame) that every x86-64 and
+ * arm64 object carries, so a program built without frame pointers (as
+ * Debian builds its packages) is walked as well as one built with them.
+ * libgcc's unwinder is linked into libbrisk.so with its symbols hidden
+ * (CMakeLists.txt): nothing is loaded at run time, nothing is allocated
+ * through malloc, and a process without libstdc++ or libgcc_s needs
+ * neither. Built into another program (libbrisk.a, the Rust crate), the
+ * unwinder is the program's own libgcc.
+ *
+ * Layer 2, after report.c: calls the platform layer, report.c (the
+ * internal checks' failures), libgcc's unwinder and the C library's loader
+ * queries (_dl_find_object, dl_iterate_phdr, dladdr1). */
+#ifndef BRISK_STACKWALK_H
+#define BRISK_STACKWALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Up to `max` return addresses of the calling thread's stack, the
+ * innermost first, leaving out the frames of brisk's own code when brisk
+ * is a shared object of its own (libbrisk.so): the first address is then
+ * in the function that called malloc (or new, or brisk_malloc...). Linked
+ * statically into the program, brisk's frames head the stack. Safe in any
+ * thread, before main and in a forked child; never allocates. */
+BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max);
+
+/* The symbol that contains addr, if the dynamic symbol tables name one:
+ * *name (NULL if none) and *offset into it; *object the file of the
+ * mapping that holds addr (NULL if none) and *object_offset, the address
+ * in that file (addr less the object's load bias: what addr2line and nm
+ * take). Takes the loader's lock: never call it from a path that
+ * may hold brisk's locks while the loader allocates. */
+BRISK_INTERNAL void unwind_symbol(uintptr_t addr, const char **name, uintptr_t *offset,
+                                  const char **object, uintptr_t *object_offset);
+
+#endif

@@ -1,0 +1,153 @@
+/* A program with three allocation sites of known sizes, run by
+ * test_profile.py under LD_PRELOAD=libbrisk.so with the heap profiler on.
+ * It links only libc and is built without frame pointers (the stack walk
+ * must read the unwind tables) and with -rdynamic (so that the loader's
+ * symbol tables, which the leak report and the collapsed file use, name
+ * its functions).
+ *
+ *   profile_sites sites PATH   make_record: 200000 x 48 B (from load_table),
+ *                              make_buffer: 10000 x 2000 B (6000 from
+ *                              fill_queue, 4000 from prefetch), make_leaked:
+ *                              300 x 40000 B (from remember_errors);
+ *                              brisk_profile_dump(PATH) while all are live,
+ *                              then the first two are freed and the third
+ *                              is left to the exit (the leak)
+ *   profile_sites faults N     N rounds of allocations of every kind and a
+ *                              dump, where any allocation may fail (run
+ *                              with BRISK_FAULT_RATE): nothing may crash
+ *   profile_sites idle MS      allocate a little, then sleep MS ms (a dump
+ *                              on a signal must still be written)
+ *
+ * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
+ * make_early before main runs.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { N_RECORDS = 200000, RECORD = 48, N_BUFFERS = 10000, BUFFER = 2000, N_LEAKED = 300, LEAKED = 40000 };
+
+static void *records[N_RECORDS], *buffers[N_BUFFERS];
+
+/* Each writes its block, so that the call is no tail call and the site's
+ * own frame is on the stack when malloc runs. */
+__attribute__((noinline)) void *make_record(void) {
+  char *p = malloc(RECORD);
+  if (p) memset(p, 1, RECORD);
+  return p;
+}
+
+__attribute__((noinline)) void *make_buffer(void) {
+  char *p = malloc(BUFFER);
+  if (p) memset(p, 2, BUFFER);
+  return p;
+}
+
+__attribute__((noinline)) void *make_leaked(void) {
+  char *p = malloc(LEAKED);
+  if (p) memset(p, 3, LEAKED);
+  return p;
+}
+
+/* Their callers, so that the stacks branch. */
+__attribute__((noinline)) void load_table(void) {
+  for (int i = 0; i < N_RECORDS; i++) records[i] = make_record();
+}
+
+__attribute__((noinline)) void fill_queue(int from, int to) {
+  for (int i = from; i < to; i++) buffers[i] = make_buffer();
+}
+
+__attribute__((noinline)) void prefetch(int from, int to) {
+  for (int i = from; i < to; i++) buffers[i] = make_buffer();
+}
+
+__attribute__((noinline)) void remember_errors(void **kept, int n) {
+  for (int i = 0; i < n; i++) kept[i] = make_leaked();
+}
+
+enum { N_EARLY = 4000, EARLY = 2000 };
+static void *early[N_EARLY];
+
+__attribute__((noinline)) void *make_early(void) {
+  char *p = malloc(EARLY);
+  if (p) memset(p, 4, EARLY);
+  return p;
+}
+
+__attribute__((constructor)) static void before_main(void) {
+  if (getenv("PROFILE_SITES_EARLY") == NULL) return;
+  for (int i = 0; i < N_EARLY; i++) early[i] = make_early();
+}
+
+typedef int (*dump_fn)(const char *);
+
+static dump_fn find_dump(void) {
+  dump_fn dump = (dump_fn)dlsym(RTLD_DEFAULT, "brisk_profile_dump");
+  if (dump == NULL) {
+    fprintf(stderr, "profile_sites: brisk_profile_dump not found: run under LD_PRELOAD=libbrisk.so\n");
+    exit(2);
+  }
+  return dump;
+}
+
+static int run_sites(const char *path) {
+  dump_fn dump = find_dump();
+  load_table();
+  fill_queue(0, N_BUFFERS * 3 / 5);
+  prefetch(N_BUFFERS * 3 / 5, N_BUFFERS);
+  static void *leaked[N_LEAKED];
+  remember_errors(leaked, N_LEAKED);
+  for (int i = 0; i < N_RECORDS; i++)
+    if (!records[i]) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+  int err = dump(path);
+  if (err != 0) return fprintf(stderr, "profile_sites: brisk_profile_dump(%s) = %d\n", path, err), 1;
+  for (int i = 0; i < N_RECORDS; i++) free(records[i]);
+  for (int i = 0; i < N_BUFFERS; i++) free(buffers[i]);
+  /* leaked[] is dropped here: its blocks are the leak */
+  memset(leaked, 0, sizeof leaked);
+  return 0;
+}
+
+static int run_faults(int rounds) {
+  dump_fn dump = find_dump();
+  static const size_t sizes[] = {16, 48, 200, 1000, 3000, 20000, 100000, 1 << 20, 5 << 20};
+  enum { NS = sizeof sizes / sizeof sizes[0], KEEP = 64 };
+  void *keep[KEEP] = {0};
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < 2000; i++) {
+      size_t n = sizes[(unsigned)(i * 7 + r) % NS];
+      void *p = (i & 3) == 0 ? calloc(1, n) : (i & 3) == 1 ? aligned_alloc(64, n) : malloc(n);
+      if (p) memset(p, 5, n < 64 ? n : 64);
+      int k = (i * 13 + r) % KEEP;
+      free(keep[k]);
+      keep[k] = p;
+      void *q = realloc(NULL, n / 2 + 1);
+      void *q2 = q ? realloc(q, n + 100) : NULL;
+      free(q2 ? q2 : q);
+    }
+    dump(NULL); /* may fail for want of memory: reported, never fatal */
+  }
+  for (int k = 0; k < KEEP; k++) free(keep[k]);
+  return 0;
+}
+
+static int run_idle(int ms) {
+  for (int i = 0; i < 1000; i++) buffers[i % N_BUFFERS] = make_buffer();
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "sites") == 0) return run_sites(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "faults") == 0) return run_faults(atoi(argv[2]));
+  if (argc == 3 && strcmp(argv[1], "idle") == 0) return run_idle(atoi(argv[2]));
+  fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS\n");
+  return 2;
+}
