@@ -1,5 +1,6 @@
 /* The sampling heap profiler: countdowns, the record of sampled blocks by
- * stack, and the dumps (heap profile, collapsed stacks, leak report). See
+ * stack, and when to dump it (profile_out.c writes the heap profile, the
+ * collapsed stacks and the leak report from a snapshot of the record). See
  * profile.h for how samples are taken and docs/DESIGN.md for why the fast
  * paths pay nothing for it.
  *
@@ -11,9 +12,9 @@
  * before prof_lock when both are). Neither is held across a call that
  * allocates. */
 #include "profile.h"
+#include "profile_out.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "atomics.h"
@@ -29,8 +30,6 @@
 #define PROF_PATH_MAX 4096
 #define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
 #define PROF_CHUNK ((size_t)1 << 20)
-#define PROF_OUT_BYTES ((size_t)64 << 10)
-#define PROF_LEAK_STACKS 20
 
 _Atomic(int) brisk_prof_active;
 
@@ -491,110 +490,13 @@ void prof_forget_heap(heap_t *h) {
 /* ---------------------------------------------------------------------------
  * Output: a buffered writer on a file or stderr (no stdio: it allocates).
  * ------------------------------------------------------------------------- */
-typedef struct writer_s {
-  int fd; /* -1: stderr */
-  int err;
-  size_t len;
-  char *buf;
-} writer_t;
-
-static void w_flush(writer_t *w) {
-  if (w->len == 0) return;
-  if (w->fd < 0) os_write_stderr(w->buf, w->len);
-  else if (w->err == 0) w->err = os_file_write(w->fd, w->buf, w->len);
-  w->len = 0;
-}
-
-static void w_mem(writer_t *w, const char *s, size_t n) {
-  while (n > 0) {
-    if (w->len == PROF_OUT_BYTES) w_flush(w);
-    size_t k = PROF_OUT_BYTES - w->len < n ? PROF_OUT_BYTES - w->len : n;
-    memcpy(w->buf + w->len, s, k);
-    w->len += k;
-    s += k;
-    n -= k;
-  }
-}
-
-static void w_str(writer_t *w, const char *s) { w_mem(w, s, strlen(s)); }
-
-/* Formatted as report.c formats (%s %d %zu %lld %p): numbers, addresses
- * (%p: 0x...) and short text; names of any length go through w_str. */
-static void w_fmt(writer_t *w, const char *fmt, ...) {
-  char text[256];
-  va_list ap;
-  va_start(ap, fmt);
-  size_t n = format_string_v(text, sizeof(text), fmt, ap);
-  va_end(ap);
-  w_mem(w, text, n < sizeof(text) ? n : sizeof(text) - 1);
-}
-
-/* Text of a frame name or file path, with ';' (between frames) and ' '
- * (before the count) made '_'. */
-static void w_name(writer_t *w, const char *s) {
-  for (const char *p = s; *p; p++) w_mem(w, (*p == ';' || *p == ' ') ? "_" : p, 1);
-}
-
-/* A frame as the collapsed file names it: its symbol when the dynamic
- * symbol tables have one, else <file>+0x<address in the file> (which
- * scripts/brisk-flame.py names with addr2line), else its address. */
-static void w_frame(writer_t *w, uintptr_t pc) {
-  const char *name, *object;
-  uintptr_t off, obj_off;
-  unwind_symbol(pc, &name, &off, &object, &obj_off);
-  if (name != NULL && name[0] != '\0') {
-    w_name(w, name);
-  } else if (object != NULL) {
-    w_name(w, object);
-    w_fmt(w, "+%p", (void *)obj_off);
-  } else {
-    w_fmt(w, "%p", (void *)pc);
-  }
-}
-
 /* ---------------------------------------------------------------------------
  * Dumps, under dump_lock.
  * ------------------------------------------------------------------------- */
-typedef struct snap_s {
-  const prof_stack_t *stack;
-  uint64_t live_n, live_b, alloc_n, alloc_b, samples;
-} snap_t;
-
-static snap_t *snap;
+static prof_snap_t *snap;
 static size_t snap_cap;
 
 static uint64_t rounded(double v) { return v <= 0.5 ? 0 : (uint64_t)(v + 0.5); }
-
-static bool snap_before(const snap_t *a, const snap_t *b) {
-  if (a->live_b != b->live_b) return a->live_b > b->live_b;
-  return a->alloc_b > b->alloc_b;
-}
-
-/* Sift v[i] down a heap ordered so that no parent comes before its children. */
-static void snap_sift(snap_t *v, size_t i, size_t n) {
-  for (;;) {
-    size_t l = 2 * i + 1, m = i;
-    if (l < n && snap_before(&v[m], &v[l])) m = l;
-    if (l + 1 < n && snap_before(&v[m], &v[l + 1])) m = l + 1;
-    if (m == i) return;
-    snap_t t = v[i];
-    v[i] = v[m];
-    v[m] = t;
-    i = m;
-  }
-}
-
-/* Largest in-use bytes first: a heap sort (no allocation, no recursion)
- * whose heap keeps the smallest at its root, which goes to the end. */
-static void snap_sort(snap_t *v, size_t n) {
-  for (size_t i = n / 2; i-- > 0;) snap_sift(v, i, n);
-  for (size_t end = n; end-- > 1;) {
-    snap_t t = v[0];
-    v[0] = v[end];
-    v[end] = t;
-    snap_sift(v, 0, end);
-  }
-}
 
 /* The counts of every stack at one instant; false when out of memory. */
 static bool snapshot(size_t *count) {
@@ -604,7 +506,7 @@ static bool snapshot(size_t *count) {
     lock_release(&prof_lock);
     size_t cap = snap_cap ? snap_cap : 1024;
     while (cap < n + 64) cap *= 2;
-    snap_t *ns = prof_map(cap * sizeof(*ns));
+    prof_snap_t *ns = prof_map(cap * sizeof(*ns));
     if (ns == NULL) return false;
     if (snap) prof_unmap(snap, snap_cap * sizeof(*snap));
     snap = ns;
@@ -613,8 +515,9 @@ static bool snapshot(size_t *count) {
   }
   size_t k = 0;
   for (prof_stack_t *s = stacks_all; s && k < snap_cap; s = s->all_next) {
-    snap_t *e = &snap[k];
-    e->stack = s;
+    prof_snap_t *e = &snap[k];
+    e->pc = s->pc;
+    e->depth = s->depth;
     e->live_n = rounded(s->live_n);
     e->live_b = rounded(s->live_b);
     e->alloc_n = rounded(s->alloc_n);
@@ -626,7 +529,7 @@ static bool snapshot(size_t *count) {
     k++;
   }
   lock_release(&prof_lock);
-  snap_sort(snap, k);
+  prof_snap_sort(snap, k);
   *count = k;
   return true;
 }
@@ -636,58 +539,8 @@ static bool out_ready(void) {
   return out_buf != NULL;
 }
 
-/* The legacy heap profile that pprof (google-pprof) and jeprof read:
- *   heap profile: <in-use objects>: <in-use bytes> [<allocated objects>: <allocated bytes>] @ heapprofile
- *   <objects>: <bytes> [<objects>: <bytes>] @ <return addresses, innermost first>
- *   MAPPED_LIBRARIES:
- *   <the process's /proc/self/maps>
- * The counts are already scaled back from the samples ("heapprofile": the
- * reader adjusts nothing): a sampled block of b bytes counts for 1/p
- * blocks and r/p bytes, r the bytes asked for and p = 1 - exp(-b / RATE)
- * the probability that a block of b bytes holds a sampled byte. */
-static int write_heap(int fd, size_t n) {
-  writer_t w = {fd, 0, 0, out_buf};
-  uint64_t t[4] = {0, 0, 0, 0};
-  for (size_t i = 0; i < n; i++) {
-    t[0] += snap[i].live_n;
-    t[1] += snap[i].live_b;
-    t[2] += snap[i].alloc_n;
-    t[3] += snap[i].alloc_b;
-  }
-  w_fmt(&w, "heap profile: %lld: %lld [ %lld: %lld] @ heapprofile\n", (long long)t[0], (long long)t[1],
-        (long long)t[2], (long long)t[3]);
-  for (size_t i = 0; i < n; i++) {
-    const snap_t *e = &snap[i];
-    w_fmt(&w, "%lld: %lld [%lld: %lld] @", (long long)e->live_n, (long long)e->live_b, (long long)e->alloc_n,
-          (long long)e->alloc_b);
-    /* Return addresses: the readers step back into the call for every
-     * frame but the first, which is done here. */
-    for (uint32_t f = 0; f < e->stack->depth; f++) w_fmt(&w, " %p", (void *)(e->stack->pc[f] - (f == 0)));
-    w_str(&w, "\n");
-  }
-  w_str(&w, "\nMAPPED_LIBRARIES:\n");
-  w_flush(&w);
-  if (w.err == 0) w.err = os_file_copy("/proc/self/maps", fd);
-  return w.err;
-}
-
-/* Collapsed stacks for flame graphs: "outermost;...;innermost <in-use
- * bytes>", one line per stack that holds memory. */
-static int write_collapsed(int fd, size_t n) {
-  writer_t w = {fd, 0, 0, out_buf};
-  for (size_t i = 0; i < n; i++) {
-    const snap_t *e = &snap[i];
-    if (e->live_b == 0) continue;
-    for (uint32_t f = e->stack->depth; f-- > 0;) {
-      w_frame(&w, e->stack->pc[f] - 1);
-      if (f > 0) w_str(&w, ";");
-    }
-    if (e->stack->depth == 0) w_str(&w, "[unknown]");
-    w_fmt(&w, " %lld\n", (long long)e->live_b);
-  }
-  w_flush(&w);
-  return w.err;
-}
+static int write_heap(int fd, size_t n) { return prof_write_heap(fd, snap, n, out_buf); }
+static int write_collapsed(int fd, size_t n) { return prof_write_collapsed(fd, snap, n, out_buf); }
 
 static int write_file(const char *path, int (*write)(int, size_t), size_t n) {
   int fd, err = os_file_create(path, &fd);
@@ -743,57 +596,11 @@ void prof_poll_slow(void) {
   if (!background_running()) dump_if_asked();
 }
 
-/* ---------------------------------------------------------------------------
- * The leak report: sampled blocks still live at exit, by stack.
- * ------------------------------------------------------------------------- */
-static void leak_frame(writer_t *w, unsigned i, uintptr_t pc) {
-  const char *name, *object;
-  uintptr_t off, obj_off;
-  unwind_symbol(pc - 1, &name, &off, &object, &obj_off);
-  w_fmt(w, "brisk:     #%d %p", (int)i, (void *)pc);
-  if (name != NULL) {
-    w_str(w, " ");
-    w_str(w, name);
-    w_fmt(w, "+%p", (void *)(off + 1));
-  }
-  if (object != NULL) {
-    w_str(w, " (");
-    w_str(w, object);
-    w_fmt(w, "+%p)", (void *)(obj_off + 1));
-  }
-  w_str(w, "\n");
-}
-
+/* The leak report: sampled blocks still live at exit, by stack. */
 static void leak_report(void) {
   size_t n;
   if (!out_ready() || !snapshot(&n)) return;
-  writer_t w = {-1, 0, 0, out_buf};
-  uint64_t bytes = 0, blocks = 0, stacks = 0, sampled = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (snap[i].live_b == 0) continue;
-    stacks++;
-    bytes += snap[i].live_b;
-    blocks += snap[i].live_n;
-    sampled += snap[i].samples;
-  }
-  w_fmt(&w, "brisk: leak report: about %lld bytes in %lld blocks still live at exit, from %lld %s (",
-        (long long)bytes, (long long)blocks, (long long)stacks, stacks == 1 ? "stack" : "stacks");
-  w_fmt(&w, "%lld sampled blocks; one sampled byte per %lld allocated, on average)\n", (long long)sampled,
-        (long long)option_load(profile_rate));
-  size_t shown = 0;
-  for (size_t i = 0; i < n && shown < PROF_LEAK_STACKS; i++) {
-    const snap_t *e = &snap[i];
-    if (e->live_b == 0) continue;
-    shown++;
-    w_fmt(&w, "brisk: leak: about %lld bytes in %lld blocks (%lld %s) allocated at:\n", (long long)e->live_b,
-          (long long)e->live_n, (long long)e->samples, e->samples == 1 ? "sample" : "samples");
-    for (uint32_t f = 0; f < e->stack->depth; f++) leak_frame(&w, f, e->stack->pc[f]);
-    w_flush(&w);
-  }
-  if (stacks > shown) {
-    w_fmt(&w, "brisk: leak: %lld smaller stacks not shown\n", (long long)(stacks - shown));
-  }
-  w_flush(&w);
+  prof_write_leaks(snap, n, out_buf, option_load(profile_rate));
 }
 
 /* ---------------------------------------------------------------------------
