@@ -68,8 +68,9 @@ BRISK_API BRISK_MALLOC_ATTR void *brisk_zalloc(size_t size);
 BRISK_API void *brisk_rezalloc(void *p, size_t size);
 /* Resize p in place, or fail: p (with at least `size` usable bytes) when
  * the block already has room (a smaller size keeps it as it is), when a
- * large block (64 KiB .. 2 MiB) takes the free slices after it, or when a
- * huge block (above 2 MiB) grows or shrinks in its mapping; NULL
+ * large block (64 KiB .. 2 MiB) grows into the rest of its span or takes
+ * the free slices after it, or when a huge block (above 2 MiB) grows or
+ * shrinks in its mapping; NULL
  * otherwise, with p unchanged and still valid (a block of a size class
  * never grows, a large one grows only on the thread that owns its heap
  * and up to 2 MiB, a block of the C library's allocator never changes).
