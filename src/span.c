@@ -296,6 +296,30 @@ typedef struct {
 
 #define PURGE_CLAIMS_PER_PASS 16
 
+/* Under the set's lock: take `mask` out of the segment's free slices (the
+ * owner cannot carve them while they are purged without the lock). */
+static void purge_claim(segment_t *seg, uint64_t mask, purge_claim_t *claims, size_t *n) {
+  seg->free_slices &= ~mask;
+  seg->purging |= mask;
+  claims[(*n)++] = (purge_claim_t){seg, mask};
+}
+
+/* Called with the set's lock held, which it releases: purge the claimed
+ * slices without the lock, then give them back as free under it. */
+static void purge_claimed(segment_set_t *set, const purge_claim_t *claims, size_t n) {
+  lock_release(&set->lock);
+  if (n == 0) return;
+  for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
+  lock_acquire(&set->lock);
+  for (size_t i = 0; i < n; i++) {
+    segment_t *seg = claims[i].seg;
+    seg->purging &= ~claims[i].mask;
+    seg->free_slices |= claims[i].mask;
+    set_note_free(set, seg);
+  }
+  lock_release(&set->lock);
+}
+
 uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
   purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
   for (;;) {
@@ -312,26 +336,12 @@ uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
     for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
       if (n < PURGE_CLAIMS_PER_PASS) {
         uint64_t mask = segment_take_due(seg, now, false);
-        if (mask) {
-          seg->free_slices &= ~mask;
-          seg->purging |= mask;
-          claims[n++] = (purge_claim_t){seg, mask};
-        }
+        if (mask) purge_claim(seg, mask, claims, &n);
       }
       next = earlier(next, seg->purge_at_ms);
     }
     field_store_relaxed(&set->next_purge_ms, next);
-    lock_release(&set->lock);
-    if (n == 0) return next;
-    for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
-    lock_acquire(&set->lock);
-    for (size_t i = 0; i < n; i++) {
-      segment_t *seg = claims[i].seg;
-      seg->purging &= ~claims[i].mask;
-      seg->free_slices |= claims[i].mask;
-      set_note_free(set, seg);
-    }
-    lock_release(&set->lock);
+    purge_claimed(set, claims, n);
     if (n < PURGE_CLAIMS_PER_PASS) return next;
   }
 }
@@ -425,24 +435,13 @@ uint64_t segment_set_purge_forced(segment_set_t *set) {
         seg->purge_slices &= ~mask;
         seg->purge_later &= ~mask;
         if ((seg->purge_slices | seg->purge_later) == 0) seg->purge_at_ms = 0;
-        seg->free_slices &= ~mask;
-        seg->purging |= mask;
-        claims[n++] = (purge_claim_t){seg, mask};
+        purge_claim(seg, mask, claims, &n);
       }
       next = earlier(next, seg->purge_at_ms);
     }
     field_store_relaxed(&set->next_purge_ms, next);
-    lock_release(&set->lock);
+    purge_claimed(set, claims, n);
     if (n == 0) return next;
-    for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
-    lock_acquire(&set->lock);
-    for (size_t i = 0; i < n; i++) {
-      segment_t *seg = claims[i].seg;
-      seg->purging &= ~claims[i].mask;
-      seg->free_slices |= claims[i].mask;
-      set_note_free(set, seg);
-    }
-    lock_release(&set->lock);
   }
 }
 

@@ -57,32 +57,10 @@ static int (*b_option_get)(const char *, long *);
 static int (*b_option_set)(const char *, long);
 static int g_brisk;
 
-static long g_failures, g_section_failures;
-static const char *g_section = "?";
-
-static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_at(int line, const char *fmt, ...) {
-  g_failures++;
-  g_section_failures++;
-  printf("[extras] FAIL %s (test_glibc_extras.c:%d): ", g_section, line);
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  printf("\n");
-  fflush(stdout);
-}
-#define FAIL(...) fail_at(__LINE__, __VA_ARGS__)
-#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
-
-static void section(const char *name) {
-  g_section = name;
-  g_section_failures = 0;
-}
-static void section_end(void) {
-  printf("[extras] %-28s %s\n", g_section, g_section_failures ? "FAILED" : "ok");
-  fflush(stdout);
-}
+#define TEST_TAG "[extras]"
+#define TEST_FILE "test_glibc_extras.c"
+#define TEST_WIDTH 28
+#include "sections.h"
 
 /* Hide values from the optimiser, which may drop a malloc/free pair whose
  * block is not used (gcc without -fno-builtin). */

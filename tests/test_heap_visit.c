@@ -41,30 +41,11 @@
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
 
-static long g_failures, g_section_failures;
-static const char *g_section = "?";
-static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_at(int line, const char *fmt, ...) {
-  g_failures++;
-  if (g_section_failures++ > 20) return;
-  printf("[visit] FAIL %s (test_heap_visit.c:%d): ", g_section, line);
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  printf("\n");
-  fflush(stdout);
-}
-#define FAIL(...) fail_at(__LINE__, __VA_ARGS__)
-#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
-static void section(const char *name) {
-  g_section = name;
-  g_section_failures = 0;
-}
-static void section_end(void) {
-  printf("[visit] %-34s %s\n", g_section, g_section_failures ? "FAILED" : "ok");
-  fflush(stdout);
-}
+#define TEST_TAG "[visit]"
+#define TEST_FILE "test_heap_visit.c"
+#define TEST_WIDTH 34
+#define TEST_SHOWN_PER_SECTION 20L
+#include "sections.h"
 
 static int cmp_ptr(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;

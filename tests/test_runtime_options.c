@@ -46,30 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static long g_failures, g_section_failures;
-static const char *g_section = "?";
-static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_at(int line, const char *fmt, ...) {
-  g_failures++;
-  g_section_failures++;
-  printf("[runtime] FAIL %s (test_runtime_options.c:%d): ", g_section, line);
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  printf("\n");
-  fflush(stdout);
-}
-#define FAIL(...) fail_at(__LINE__, __VA_ARGS__)
-#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
-static void section(const char *name) {
-  g_section = name;
-  g_section_failures = 0;
-}
-static void section_end(void) {
-  printf("[runtime] %-36s %s\n", g_section, g_section_failures ? "FAILED" : "ok");
-  fflush(stdout);
-}
+#define TEST_TAG "[runtime]"
+#define TEST_FILE "test_runtime_options.c"
+#define TEST_WIDTH 36
+#include "sections.h"
 
 static long get(const char *name) {
   long v = -999;
