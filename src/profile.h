@@ -3,7 +3,7 @@
  *
  *   BRISK_PROFILE=<prefix> (or brisk_profile_start) ──► sampling on
  *
- *   allocation slow paths (heap.c)          profile.c
+ *   allocation slow paths (heap.c)          profile_count.c, profile.c
  *   ── count against the class's countdown   prof_heap_t: bytes to the next
  *      (prof_heap_t.left[c]) ──────────────►   sample, per heap and class
  *   ── sampled: served as a large block ───► stack (stackwalk.c) + record,
@@ -33,8 +33,10 @@
  * own, usable size rounded up to 4 KiB), whose free always takes a slow
  * path where the descriptor's prof_slot is looked at: O(1).
  *
- * Layer 5, after heap_types.h and before page.h: it calls the platform
- * layer, options, reports, the background thread and stackwalk.c; page.c,
+ * Layer 5, after heap_types.h and before page.h (profile_count.c keeps the
+ * countdowns and cut lists, profile.c the record and the dumps, calling
+ * profile_count.c and profile_out.c): it calls the platform layer,
+ * options, reports, the background thread and stackwalk.c; page.c,
  * heap.c, thread.c, free.c, api.c and settings.c call it. */
 #ifndef BRISK_PROFILE_H
 #define BRISK_PROFILE_H

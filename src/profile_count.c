@@ -1,0 +1,198 @@
+/* The profiler's countdowns and cut lists (see profile_count.h and the
+ * sampling diagram in profile.h): a countdown per heap and class of bytes
+ * until the next sample, drawn from an exponential distribution, and the
+ * cut that ends a page's list where the countdown runs out, so that the
+ * inline path never counts anything. Owner of the heap only. */
+#include "profile_count.h"
+
+#include <string.h>
+
+#include "options.h"
+
+/* ---------------------------------------------------------------------------
+ * Arithmetic: libbrisk.so links only the C library, so no libm.
+ * ------------------------------------------------------------------------- */
+#define LN2 0.6931471805599453
+
+/* ln(x) for x > 0 (normal): x = m 2^e, ln m = 2 atanh((m-1)/(m+1)). */
+static double prof_ln(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof(bits));
+  int e = (int)((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &bits, sizeof(m));
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e++;
+  }
+  /* |z| <= 0.172: seven terms reach 1e-11 */
+  double z = (m - 1) / (m + 1), z2 = z * z;
+  double sum = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
+  return 2 * sum + e * LN2;
+}
+
+/* exp(-x) for x >= 0. */
+static double prof_exp_neg(double x) {
+  if (x > 700) return 0;
+  int k = (int)(x / LN2);
+  double r = x - k * LN2, term = 1, sum = 1;
+  for (int i = 1; i < 20; i++) {
+    term *= -r / i;
+    sum += term;
+  }
+  uint64_t bits = (uint64_t)(1023 - k) << 52; /* 2^-k, k < 1010 */
+  double scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return sum * scale;
+}
+
+/* The probability that a block of `bytes` holds at least one sampled
+ * byte: 1 - exp(-bytes / rate), without cancellation for small blocks. */
+double prof_sample_probability(double bytes, double rate) {
+  double x = bytes / rate;
+  if (x >= 0.5) return 1 - prof_exp_neg(x);
+  double term = x, sum = 0;
+  for (int n = 1; n < 20; n++) {
+    sum += term;
+    term *= -x / (n + 1);
+  }
+  return sum;
+}
+
+static uint64_t next_random(prof_heap_t *ph) {
+  uint64_t z = (ph->rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The sampling rate in force (BRISK_PROFILE_RATE, which may change while
+ * running: each countdown takes the new one at its next draw). */
+double prof_current_rate(void) { return (double)option_load(profile_rate); }
+
+int64_t prof_draw(prof_heap_t *ph) {
+  double rate = prof_current_rate();
+  double u = (double)((next_random(ph) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+  double x = -prof_ln(u) * rate;
+  if (x > 4e18) x = 4e18;
+  return (int64_t)x + 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Countdowns and cut lists (the owner of the heap).
+ * ------------------------------------------------------------------------- */
+/* The fast path's own test: a head it would pop. */
+static inline bool in_page(const page_t *pg, const block_t *b) {
+  return (uintptr_t)b - (uintptr_t)pg->start < pg->area;
+}
+
+static inline bool list_ended(const page_t *pg, const block_t *b) {
+  return b == page_list_end(pg) || b == page_list_cut(pg);
+}
+
+/* The last block of a list of pg that starts with a block (at most
+ * `reserved` steps, so a list made circular by a write after free ends
+ * too), or NULL when it ends in a broken link (the slow path reports it
+ * when it gets there). */
+static block_t *list_tail(const page_t *pg, block_t *b, uint64_t *count) {
+  uint64_t n = 1;
+  for (block_t *next; n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
+  if (count) *count = n;
+  return list_ended(pg, block_next(b)) ? b : NULL;
+}
+
+/* pg's free list goes in front of its local list, both end at the cut,
+ * and the free list is the cut: the next allocation from pg takes the slow
+ * path, which collects the local list and counts what it hands to the
+ * inline path. (Lists that end in a broken link are left as they are, for
+ * the slow path to report.) */
+static void withdraw(page_t *pg) {
+  block_t *cut = page_list_cut(pg), *head = cut;
+  block_t *ltail = NULL, *ftail = NULL;
+  if (in_page(pg, pg->local_free)) {
+    if ((ltail = list_tail(pg, pg->local_free, NULL)) == NULL) return;
+    head = pg->local_free;
+  } else if (!list_ended(pg, pg->local_free)) {
+    return;
+  }
+  if (in_page(pg, pg->free)) {
+    if ((ftail = list_tail(pg, pg->free, NULL)) == NULL) return;
+  } else if (!list_ended(pg, pg->free)) {
+    return;
+  }
+  if (ltail != NULL) block_set_next(ltail, cut);
+  if (ftail != NULL) {
+    block_set_next(ftail, head);
+    head = pg->free;
+  }
+  pg->local_free = head;
+  pg->free = cut;
+}
+
+/* The current pages of the classes up to DIRECT_MAX. */
+void prof_attach(heap_t *h) {
+  for (unsigned c = 1; c < CLASS_CACHE_FIRST; c++)
+    if (h->queues[c].first != NULL) withdraw(h->queues[c].first);
+}
+
+void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
+  block_t *b = pg->free;
+  if (!in_page(pg, b)) return; /* nothing to hand out (or a broken link: reported later) */
+  block_t *cut = page_list_cut(pg);
+  /* An empty local list (just taken) starts again from the cut, so that
+   * the list it becomes ends there too. */
+  if (pg->local_free == page_list_end(pg)) pg->local_free = cut;
+  int64_t size = (int64_t)class_size(c), left = ph->left[c];
+  /* Allocations of this class before the one whose bytes reach the count. */
+  uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
+  /* The list was just collected (the local list, or carved blocks) and one
+   * block taken: the page's other blocks are all on it, and it ends at the
+   * cut (withdraw, page_collect), so its length is known without a walk. */
+  uint32_t used = pg->used - PAGE_USED_BIAS;
+  uint64_t len = list_ended(pg, pg->local_free) && used < pg->reserved ? pg->reserved - used : 0;
+  if (len != 0 && allow >= len) {
+    ph->left[c] = left - (int64_t)len * size;
+    return;
+  }
+  /* The countdown runs out within the list (or its length is not known):
+   * walk to the allowed count and cut there; the rest waits on the local
+   * list, which the slow path takes next. */
+  uint64_t n = 0;
+  block_t *rest;
+  if (allow == 0) {
+    rest = b;
+    pg->free = cut;
+  } else {
+    n = 1;
+    for (block_t *next; n < allow && n <= pg->reserved && in_page(pg, next = block_next(b)); n++) b = next;
+    rest = block_next(b);
+    if (!list_ended(pg, rest) && !in_page(pg, rest)) { /* a broken link: the fast path reports it */
+      ph->left[c] = left - (int64_t)n * size;
+      return;
+    }
+    block_set_next(b, cut);
+  }
+  if (!list_ended(pg, rest)) {
+    if (!list_ended(pg, pg->local_free)) {
+      block_t *tail = list_tail(pg, rest, NULL);
+      if (tail != NULL) block_set_next(tail, pg->local_free);
+    }
+    pg->local_free = rest;
+  }
+  ph->left[c] = left - (int64_t)n * size;
+}
+
+void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg) {
+  if (old == pg) return;
+  if (old != NULL) {
+    /* Counted when exposed, never handed out: they count again when
+     * the page serves its class again. */
+    uint64_t n = 0;
+    if (in_page(old, old->free)) list_tail(old, old->free, &n);
+    ph->left[c] += (int64_t)n * (int64_t)class_size(c);
+    withdraw(old);
+  }
+  if (pg != NULL) withdraw(pg);
+}
+
