@@ -633,6 +633,7 @@ def main(argv=None):
     # asked for.
     size_tier = "quick" if (args.syscalls or args.profile or scaling) \
         and args.tier == "default" else args.tier
+    ctx["size_tier"] = size_tier
 
     def size_of(w):
         if args.size:

@@ -302,59 +302,67 @@ def make_aa(ref, tmpdir):
 # "reported" (the RESULT line's secs, for programs that time only the part
 # that depends on the allocator). "optional": run only when named in
 # --only (programs whose results do not depend on the preloaded allocator,
-# so a column per allocator would repeat one measurement).
+# so a column per allocator would repeat one measurement). "tier_extra":
+# arguments added in one tier (the quick tier runs only session's "malloc"
+# strategy, the one its time column reports).
+#
+# The quick tier runs 11 short runs per cell rather than 5 long ones: on a
+# shared 2-core machine one run of a program can be 30% slower than the
+# next, and a median of 5 such runs left A/A ratios of 0.75..1.38; the
+# median of 11 halves that spread for the same total time.
 
 WORKLOADS = [
     {"name": "larson", "argv": ["{bin}/bench_larson", "{size}"],
-     "sizes": {"quick": 8000000, "default": 20000000, "full": 200000000}, "instr": 100000,
+     "sizes": {"quick": 4000000, "default": 20000000, "full": 200000000}, "instr": 100000,
      "what": "server churn: 8..1000 B objects replaced at random, tables handed to the next "
              "round's threads (larson-like)"},
     {"name": "xmalloc", "argv": ["{bin}/bench_xmalloc", "{size}"],
-     "sizes": {"quick": 6000000, "default": 10000000, "full": 100000000},
+     "sizes": {"quick": 3000000, "default": 10000000, "full": 100000000},
      "what": "producer/consumer: producers allocate small mixed objects, consumers free them "
              "(xmalloc-like)"},
     {"name": "msgpipe", "argv": ["{bin}/bench_msgpipe", "{size}"],
-     "sizes": {"quick": 300000, "default": 300000, "full": 3000000},
+     "sizes": {"quick": 150000, "default": 300000, "full": 3000000},
      "what": "messaging pipeline: 64 B..256 KiB buffers allocated on an I/O thread, freed on "
              "an application thread"},
     {"name": "cache-scratch", "argv": ["{bin}/bench_cache", "scratch", "{size}"],
-     "sizes": {"quick": 800000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 400000, "default": 2000000, "full": 20000000},
      "what": "passive false sharing: objects freed by the thread they were given to"},
     {"name": "cache-thrash", "argv": ["{bin}/bench_cache", "thrash", "{size}"],
-     "sizes": {"quick": 800000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 400000, "default": 2000000, "full": 20000000},
      "what": "active false sharing: small objects written hard by their own threads"},
     {"name": "random-st", "argv": ["{bin}/bench_random", "st", "{size}"],
-     "sizes": {"quick": 4000000, "default": 15000000, "full": 150000000}, "instr": 100000,
+     "sizes": {"quick": 2000000, "default": 15000000, "full": 150000000}, "instr": 100000,
      "what": "random sizes in a live window, one thread (malloc, calloc, realloc)"},
     {"name": "random-mt", "argv": ["{bin}/bench_random", "mt", "{size}"],
-     "sizes": {"quick": 5000000, "default": 20000000, "full": 200000000},
+     "sizes": {"quick": 2500000, "default": 20000000, "full": 200000000},
      "what": "random sizes in a live window per thread"},
     {"name": "stress", "argv": ["{bin}/bench_random", "stress", "{size}"],
      "sizes": {"quick": 4000000, "default": 20000000, "full": 50000000},
      "what": "test-stress style: growing live sets, objects swapped between threads, "
              "threads recreated each round"},
     {"name": "midlarge", "argv": ["{bin}/bench_sizes", "midlarge", "{size}"],
-     "sizes": {"quick": 600000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 300000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "mid-large: 8..34 KiB, window 2048 per thread"},
     {"name": "linear", "argv": ["{bin}/bench_sizes", "linear", "{size}"],
-     "sizes": {"quick": 1000000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 500000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "1..80000 B uniformly, window 256 per thread, no cross-thread frees"},
     {"name": "realloc", "argv": ["{bin}/bench_realloc", "{size}"],
-     "sizes": {"quick": 2000000, "default": 3000000, "full": 30000000}, "instr": 20000,
+     "sizes": {"quick": 1000000, "default": 3000000, "full": 30000000}, "instr": 20000,
      "what": "vectors grown by doubling, strings by small appends"},
     {"name": "large", "argv": ["{bin}/bench_sizes", "large", "{size}"],
      "sizes": {"quick": 60, "default": 300, "full": 3000}, "instr": 40,
      "what": "5..25 MiB blocks, window 4 per thread, every page touched"},
     {"name": "latency", "argv": ["{bin}/bench_latency", "{size}"],
-     "sizes": {"quick": 200000, "default": 1000000, "full": 4000000}, "time": "reported",
+     "sizes": {"quick": 50000, "default": 1000000, "full": 4000000}, "time": "reported",
      "what": "tail latency: 4096 live blocks of 16 B..64 KiB, each free + malloc pair timed alone "
              "(P50/P99/P99.9/P99.99 and the worst pair)"},
     {"name": "large-live", "argv": ["{bin}/bench_sizes", "large-live", "{size}"],
      "sizes": {"quick": 40, "default": 200, "full": 2000},
      "what": "5..25 MiB blocks, 20 live (10 per thread), each written in full when allocated"},
     {"name": "session", "argv": ["{bin}/bench_session", "{size}"],
-     "sizes": {"quick": 300000, "default": 600000, "full": 6000000}, "instr": 20000,
-     "instr_extra": ["malloc"], "time": "reported", "needs_glibc_forward": True,
+     "sizes": {"quick": 200000, "default": 600000, "full": 6000000}, "instr": 20000,
+     "instr_extra": ["malloc"], "tier_extra": {"quick": ["malloc"]}, "time": "reported",
+     "needs_glibc_forward": True,
      "what": "bursts of 100..10000 256 B messages; per-message latency with rdtsc"},
     {"name": "session-pmr", "argv": ["{bin}/bench_session_pmr", "{size}"],
      "sizes": {"quick": 20000, "default": 100000, "full": 1000000}, "time": "reported",
@@ -363,7 +371,7 @@ WORKLOADS = [
              "arenas in one process (bursts, destroy at 1k..1M live blocks, overflow, "
              "cross-thread free); run with --only session-pmr --alloc brisk"},
     {"name": "zmq", "argv": ["{bin}/bench_zmq", "{size}"],
-     "sizes": {"quick": 2500, "default": 50000, "full": 80000}, "time": "reported",
+     "sizes": {"quick": 1250, "default": 50000, "full": 80000}, "time": "reported",
      "what": "libzmq PAIR and PUSH/PULL over inproc, ipc, tcp; 64 B..256 KiB; ping-pong latency"},
     {"name": "redis", "kind": "redis",
      "sizes": {"quick": 6000, "default": 100000, "full": 150000}, "time": "reported",
@@ -372,7 +380,7 @@ WORKLOADS = [
              "256 B and 4 KiB values, pipelined"},
 ]
 
-TIER_RUNS = {"quick": 5, "default": 5, "full": 5}
+TIER_RUNS = {"quick": 11, "default": 5, "full": 5}
 TIER_TIMEOUT = {"quick": 120, "default": 300, "full": 1200}
 
 
@@ -598,6 +606,8 @@ def run_child(argv, alloc, run, ctx, preload, spawn=None):
 
 
 def run_program(w, alloc, run, size, ctx, wrapper=None, threads=None, extra=None):
+    if extra is None:  # arguments a tier adds (the quick tier times less of session)
+        extra = w.get("tier_extra", {}).get(ctx.get("size_tier"))
     argv = workload_argv(w, ctx["bin_dir"], size, threads if threads is not None else ctx["threads"],
                          extra)
     argv, preload = wrap(argv, alloc.preload(w, ctx["glibc_forward"]), wrapper)
