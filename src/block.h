@@ -24,22 +24,21 @@
 
 #include "config.h"
 #include "layout.h"
+#include "read_mostly.h"
 
 typedef struct block_s {
   uintptr_t link;
 } block_t;
 
-extern uintptr_t brisk_link_key BRISK_INTERNAL;
-extern uintptr_t brisk_remote_key BRISK_INTERNAL; /* derived from brisk_link_key */
-
-/* Set both keys once, before any block exists (page.c). */
+/* The keys (brisk_read_mostly, read_mostly.h): set both once, before any
+ * block exists (page.c). */
 BRISK_INTERNAL void block_keys_init(uint64_t random);
 
 BRISK_INLINE block_t *block_next(const block_t *b) {
-  return (block_t *)(b->link ^ brisk_link_key);
+  return (block_t *)(b->link ^ brisk_read_mostly.link_key);
 }
 BRISK_INLINE void block_set_next(block_t *b, const void *next) {
-  b->link = (uintptr_t)next ^ brisk_link_key;
+  b->link = (uintptr_t)next ^ brisk_read_mostly.link_key;
 }
 /* Links of remote-free chains (outbox, inbox) use another key, so that a
  * chain overwritten by a local free of one of its blocks is noticed when
@@ -47,9 +46,9 @@ BRISK_INLINE void block_set_next(block_t *b, const void *next) {
  * another thread freed it: its owner checks its lists before taking it. */
 #define REMOTE_LINK_SUSPECT ((uintptr_t)1)
 BRISK_INLINE void block_set_remote_next(block_t *b, const void *next, bool suspect) {
-  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ brisk_remote_key;
+  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ brisk_read_mostly.remote_key;
 }
-BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ brisk_remote_key; }
+BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ brisk_read_mostly.remote_key; }
 
 /* The second word of a block in a remote-free chain: the block REMOTE_SKIP
  * links further on (or NULL), which the freeing thread knows from its own
@@ -57,14 +56,14 @@ BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ br
  * that each wait for the one before, and the blocks were last written by
  * another core. Never followed, so a wrong value costs a wasted prefetch. */
 BRISK_INLINE void block_set_remote_skip(block_t *b, const void *ahead) {
-  (&b->link)[1] = (uintptr_t)ahead ^ brisk_remote_key;
+  (&b->link)[1] = (uintptr_t)ahead ^ brisk_read_mostly.remote_key;
 }
 BRISK_INLINE const void *block_remote_skip(const block_t *b) {
-  return (const void *)((&b->link)[1] ^ brisk_remote_key);
+  return (const void *)((&b->link)[1] ^ brisk_read_mostly.remote_key);
 }
 
 BRISK_INLINE bool block_looks_free(const block_t *b) {
-  return (((b->link ^ brisk_link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
+  return (((b->link ^ brisk_read_mostly.link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
 }
 
 /* Where the lists of a page end: its segment header, which is no block. */

@@ -338,7 +338,7 @@ void heap_orphan_others(uintptr_t tid) {
 /* ---------------------------------------------------------------------------
  * Allocation beyond the inline path.
  * ------------------------------------------------------------------------- */
-static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
+static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled) {
   /* Large blocks freed by other threads come back through the inbox. */
   heap_drain_inbox(h);
   size_t slices = large_slices(size);
@@ -359,7 +359,10 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment) {
   pg->used = 1;
   pg->notify_at = 0;
   pg->flags |= PAGE_LARGE;
-  span_large_resize(&h->segments, pg, size);
+  if (sampled) /* its tail is left as it is: see heap_alloc_counted */
+    pg->block_size = (uint32_t)large_usable(pg, size);
+  else
+    span_large_resize(&h->segments, pg, size);
   heap_count_page(h, 1, true);
   return pg->start;
 }
@@ -401,10 +404,10 @@ static void *alloc_class(heap_t *h, unsigned c) {
 
 /* A block of its own for `size` bytes at `alignment` (16 or less: none):
  * a large block where one can be, else a huge one. */
-static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment) {
+static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment, bool sampled) {
   if (size == 0) size = 1;
   if (alignment <= 16) alignment = 0;
-  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) return alloc_large(h, size, alignment);
+  if (size <= LARGE_MAX && alignment <= SEGMENT_SIZE / 4) return alloc_large(h, size, alignment, sampled);
   return alloc_huge(h, size, alignment);
 }
 
@@ -437,7 +440,7 @@ void *heap_alloc(heap_t *h, size_t size) {
   }
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
-  else if (size <= LARGE_MAX) p = alloc_large(h, size, 0);
+  else if (size <= LARGE_MAX) p = alloc_large(h, size, 0, false);
   else p = alloc_huge(h, size, 0);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
@@ -460,7 +463,7 @@ void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size) {
       return p;
     }
   }
-  p = alloc_large_or_huge(h, size, alignment);
+  p = alloc_large_or_huge(h, size, alignment, false);
   if (p == NULL) errno = ENOMEM;
   return p;
 }
@@ -523,7 +526,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
     ph->left[c] -= (int64_t)counted;
     if (ph->left[c] <= 0 && !ph->busy) {
       ph->left[c] = prof_draw(ph);
-      p = alloc_large_or_huge(h, size, alignment);
+      p = alloc_large_or_huge(h, size, alignment, c != 0);
       if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
     } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
       prof_expose(ph, c, pg);
@@ -531,7 +534,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
     }
   }
   if (p == NULL) { /* not sampled, or no memory for a span: served as usual */
-    p = c != 0 ? alloc_class(h, c) : alloc_large_or_huge(h, size, alignment);
+    p = c != 0 ? alloc_class(h, c) : alloc_large_or_huge(h, size, alignment, false);
     if (p != NULL && inline_class && ph != NULL && h->queues[c].first != NULL)
       prof_expose(ph, c, h->queues[c].first);
   }

@@ -9,14 +9,13 @@
 #include "report.h"
 #include "counters.h"
 
-uintptr_t brisk_link_key;
-uintptr_t brisk_remote_key;
+brisk_read_mostly_t brisk_read_mostly;
 
 void block_keys_init(uint64_t random) {
   /* Never 0, so that a zero-filled word is no free block's link. */
-  brisk_link_key = (uintptr_t)(random | ((uint64_t)1 << 63) | 1);
+  brisk_read_mostly.link_key = (uintptr_t)(random | ((uint64_t)1 << 63) | 1);
   /* Remote chains use a second key, derived from the first once. */
-  brisk_remote_key = brisk_link_key * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  brisk_read_mostly.remote_key = brisk_read_mostly.link_key * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
 }
 
 page_t brisk_empty_page = {

@@ -33,7 +33,6 @@
 #define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
 #define PROF_CHUNK ((size_t)1 << 20)
 
-_Atomic(int) brisk_prof_active;
 
 typedef struct prof_stack_s {
   struct prof_stack_s *hash_next;
@@ -439,7 +438,7 @@ static void sampling_on(void) {
       if (err != 0) report_warning("heap profile: cannot handle signal %d (errno %d)", signo, err);
     }
   }
-  atomic_store_relaxed(&brisk_prof_active, 1);
+  atomic_store_relaxed(&brisk_read_mostly.prof_active, 1);
   /* A signal's dump is written by the background thread: it is wanted
    * from the next safe point on, so that a process that has gone quiet
    * still answers the signal. */
@@ -498,7 +497,7 @@ int prof_start(const char *path_prefix) {
   return 0;
 }
 
-void prof_stop(void) { atomic_store_relaxed(&brisk_prof_active, 0); }
+void prof_stop(void) { atomic_store_relaxed(&brisk_read_mostly.prof_active, 0); }
 
 int prof_dump(const char *path) {
   if (path != NULL && path[0] == '\0') {

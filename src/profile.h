@@ -60,9 +60,8 @@ typedef struct prof_heap_s {
 } prof_heap_t;
 
 /* Sampling is on: the slow paths count allocations. */
-extern _Atomic(int) brisk_prof_active BRISK_INTERNAL;
 BRISK_INLINE bool prof_active(void) {
-  return atomic_load_explicit(&brisk_prof_active, memory_order_relaxed) != 0;
+  return atomic_load_explicit(&brisk_read_mostly.prof_active, memory_order_relaxed) != 0;
 }
 
 /* Where a free list cut by the profiler ends: inside the segment header
