@@ -77,11 +77,12 @@ from runner import (  # noqa: E402  (the harness is run as a script)
 
 def plan(workloads, allocs, runs):
     """The order of the runs: per workload, run r of every allocator, the
-    allocator order rotated by r so none is always first."""
+    allocator order rotated by r so none is always first. A workload may
+    ask for more runs in its tier ("tier_runs")."""
     order = []
     n = len(allocs)
     for w in workloads:
-        for r in range(runs):
+        for r in range(w.get("_runs", runs)):
             for i in range(n):
                 order.append((w, r, allocs[(i + r) % n]))
     return order
@@ -619,6 +620,10 @@ def main(argv=None):
     runs = args.runs or (1 if single else SCALING_RUNS if scaling else TIER_RUNS[args.tier])
     if runs < 1:
         raise SystemExit("harness: --runs must be at least 1")
+    if not (args.runs or single or scaling):
+        for w in workloads:
+            if args.tier in w.get("tier_runs", {}):
+                w["_runs"] = w["tier_runs"][args.tier]
     spawn = os.path.join(bin_dir, "bench_spawn")
     if not os.access(spawn, os.X_OK):
         spawn = None
@@ -753,7 +758,8 @@ def execute(order, runs, ctx, size_of, meta, quiet):
     try:
         for w, r, a in order:
             label = point_name(w)
-            progress.show("%s / %s / run %d of %d" % (label, a.name, r + 1, runs), label)
+            progress.show("%s / %s / run %d of %d" % (label, a.name, r + 1, w.get("_runs", runs)),
+                          label)
             threads = w.get("scaling_threads")
             if threads is not None:
                 ctx["threads"] = threads

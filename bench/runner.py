@@ -304,7 +304,8 @@ def make_aa(ref, tmpdir):
 # --only (programs whose results do not depend on the preloaded allocator,
 # so a column per allocator would repeat one measurement). "tier_extra":
 # arguments added in one tier (the quick tier runs only session's "malloc"
-# strategy, the one its time column reports).
+# strategy, the one its time column reports). "tier_runs": more runs than
+# the tier's in that tier, for the workloads whose runs differ most.
 #
 # The quick tier runs 11 short runs per cell rather than 5 long ones: on a
 # shared 2-core machine one run of a program can be 30% slower than the
@@ -321,7 +322,7 @@ WORKLOADS = [
      "what": "producer/consumer: producers allocate small mixed objects, consumers free them "
              "(xmalloc-like)"},
     {"name": "msgpipe", "argv": ["{bin}/bench_msgpipe", "{size}"],
-     "sizes": {"quick": 150000, "default": 300000, "full": 3000000},
+     "sizes": {"quick": 300000, "default": 300000, "full": 3000000}, "tier_runs": {"quick": 15},
      "what": "messaging pipeline: 64 B..256 KiB buffers allocated on an I/O thread, freed on "
              "an application thread"},
     {"name": "cache-scratch", "argv": ["{bin}/bench_cache", "scratch", "{size}"],
@@ -337,7 +338,7 @@ WORKLOADS = [
      "sizes": {"quick": 2500000, "default": 20000000, "full": 200000000},
      "what": "random sizes in a live window per thread"},
     {"name": "stress", "argv": ["{bin}/bench_random", "stress", "{size}"],
-     "sizes": {"quick": 4000000, "default": 20000000, "full": 50000000},
+     "sizes": {"quick": 2000000, "default": 20000000, "full": 50000000}, "tier_runs": {"quick": 21},
      "what": "test-stress style: growing live sets, objects swapped between threads, "
              "threads recreated each round"},
     {"name": "midlarge", "argv": ["{bin}/bench_sizes", "midlarge", "{size}"],
