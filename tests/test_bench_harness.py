@@ -218,14 +218,31 @@ def test_summarize():
                  "time": 0.1, "rss_kib": 5, "metrics": {}})
     cells, geo, aa = harness.summarize(recs, ws, allocs, "ref", "ref-aa")
     assert cells[("x", "ref")]["time"] == 2.0 and cells[("x", "p")]["time"] == 5.0
-    assert close(cells[("x", "p")]["time_ratio"], 2.5)
-    assert close(cells[("y", "p")]["time_ratio"], 2.5)  # the failed run is left out
+    # Time ratios pair the runs of a round: 4/1, 5/3, 6/2 -> median 3.0 (the
+    # ratio of the medians, 5/2, would be 2.5).
+    assert close(cells[("x", "p")]["time_ratio"], 3.0)
+    assert close(cells[("y", "p")]["time_ratio"], 3.0)  # the failed run is left out
     assert cells[("y", "p")]["failed"] == 1 and cells[("y", "p")]["errors"] == ["signal SIGSEGV"]
     assert close(cells[("x", "p")]["rss_ratio"], 2.0)
     assert close(cells[("x", "ref")]["spread"], 1.0 / 2.0)  # MAD of 1,2,3 over 2
-    assert close(geo["p"]["time_ratio"], 2.5) and close(geo["ref"]["time_ratio"], 1.0)
-    assert close(aa["time_max_dev"], 0.1)
+    assert close(geo["p"]["time_ratio"], 3.0) and close(geo["ref"]["time_ratio"], 1.0)
+    assert close(aa["time_max_dev"], 0.1)  # 2.2/1, 2.2/3, 2.2/2 -> median 1.1
     assert cells[("x", "p")]["metrics"] == {"m": {"v": 5.0}}
+
+
+def test_paired_ratio_cancels_slow_rounds():
+    # Rounds 2 and 3 ran on a slow machine (3x): within each round p takes
+    # 1.2x the reference, and so does the ratio.
+    recs = []
+    speeds = [1.0, 3.0, 3.0, 1.0, 1.0]
+    for r, sp in enumerate(speeds):
+        recs.append({"workload": "x", "alloc": "ref", "run": r, "ok": True, "time": 1.0 * sp})
+        recs.append({"workload": "x", "alloc": "p", "run": r, "ok": True, "time": 1.2 * sp})
+    assert close(harness.paired_ratio(recs, "x", "p", "ref"), 1.2)
+    # A round with a failed run of either side is left out; none left: None.
+    recs.append({"workload": "x", "alloc": "p", "run": 9, "ok": True, "time": 50.0})
+    assert close(harness.paired_ratio(recs, "x", "p", "ref"), 1.2)
+    assert harness.paired_ratio(recs, "x", "q", "ref") is None
 
 
 def test_strace_and_callgrind_parsers():
