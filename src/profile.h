@@ -47,30 +47,11 @@
 #include "background.h"
 #include "block.h"
 #include "heap_types.h"
-
-/* The profiler's state of one heap (owner only, like the heap). */
-typedef struct prof_heap_s {
-  int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
-  uint64_t rng;
-  uint32_t busy;             /* the owner is in the profiler (a stack walk, the
-                                record's lock): an allocation or free that
-                                interrupts it (a signal handler) neither
-                                samples nor waits for the lock */
-  uint32_t live;             /* its sampled blocks still live (under the lock) */
-} prof_heap_t;
+#include "profile_count.h"
 
 /* Sampling is on: the slow paths count allocations. */
 BRISK_INLINE bool prof_active(void) {
   return atomic_load_explicit(&brisk_read_mostly.prof_active, memory_order_relaxed) != 0;
-}
-
-/* Where a free list cut by the profiler ends: inside the segment header
- * like page_list_end (so its last block still looks free to free()), but
- * not that address, so page_refill_pop does not take the local list behind
- * it: the next allocation reaches heap_alloc. page_collect reads it as an
- * empty list. */
-BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
-  return (block_t *)((uintptr_t)page_list_end(pg) + 16);
 }
 
 /* h's state, created on first use (NULL when the OS has no memory for it:
@@ -82,16 +63,6 @@ BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
     return prof_heap_state(h);
   return h->prof;
 }
-/* Bytes to the next sample after one was taken. */
-BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
-/* pg, the current page of class c (<= DIRECT_MAX), will serve the inline
- * path: cut its free list where the countdown runs out, and count what it
- * hands out as allocated. */
-BRISK_INTERNAL void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg);
-/* The current page of class c (<= DIRECT_MAX) changes from old to pg
- * (either NULL: none): what old's list still held is counted back, and
- * pg's list waits behind a cut until the slow path exposes it. */
-BRISK_INTERNAL void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg);
 /* Record the sampled block (a large or huge block, descriptor pg) of
  * `requested` bytes, counted as `sampled` bytes: the stack is captured here. */
 BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled);

@@ -1,11 +1,46 @@
 /* The profiler's countdowns: when the next sample falls, and the cut
  * lists that make the allocation it falls on take the slow path. Only the
  * owner of a heap touches its countdowns and its pages' lists; nothing here
- * takes a lock or allocates. profile.c (the record) is its only user. */
+ * takes a lock or allocates. profile.h (the record, included by the slow
+ * paths) includes it; profile.c and heap.c call it. */
 #ifndef BRISK_PROFILE_COUNT_H
 #define BRISK_PROFILE_COUNT_H
 
-#include "profile.h"
+#include <stdint.h>
+
+#include "block.h"
+#include "heap_types.h"
+
+/* The profiler's state of one heap (owner only, like the heap). */
+typedef struct prof_heap_s {
+  int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
+  uint64_t rng;
+  uint32_t busy;             /* the owner is in the profiler (a stack walk, the
+                                record's lock): an allocation or free that
+                                interrupts it (a signal handler) neither
+                                samples nor waits for the lock */
+  uint32_t live;             /* its sampled blocks still live (under the lock) */
+} prof_heap_t;
+
+/* Where a free list cut by the profiler ends: inside the segment header
+ * like page_list_end (so its last block still looks free to free()), but
+ * not that address, so page_refill_pop does not take the local list behind
+ * it: the next allocation reaches heap_alloc. page_collect reads it as an
+ * empty list. */
+BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
+  return (block_t *)((uintptr_t)page_list_end(pg) + 16);
+}
+
+/* Bytes to the next sample after one was taken. */
+BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
+/* pg, the current page of class c (<= DIRECT_MAX), will serve the inline
+ * path: cut its free list where the countdown runs out, and count what it
+ * hands out as allocated. */
+BRISK_INTERNAL void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg);
+/* The current page of class c (<= DIRECT_MAX) changes from old to pg
+ * (either NULL: none): what old's list still held is counted back, and
+ * pg's list waits behind a cut until the slow path exposes it. */
+BRISK_INTERNAL void prof_head_change(prof_heap_t *ph, unsigned c, page_t *old, page_t *pg);
 
 /* The sampling rate in force (BRISK_PROFILE_RATE, which may change while
  * running: each countdown takes the new one at its next draw). */
