@@ -160,6 +160,9 @@ static void span_free_locked(segment_set_t *set, page_t *span) {
    * deadline is not purged (and re-faulted) at once. */
   if (seg->purge_at_ms != 0) {
     seg->purge_later |= bits;
+    /* The pending deadline was scheduled when it was set: a running purger
+     * knows it. Otherwise these slices may make a thread worth starting. */
+    if (background_running()) return;
   } else {
     seg->purge_slices |= bits;
     seg->purge_at_ms = os_now_ms() + delay;
