@@ -359,7 +359,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   pg->used = 1;
   pg->notify_at = 0;
   pg->flags |= PAGE_LARGE;
-  if (sampled) /* its tail is left as it is: see heap_alloc_counted */
+  if (sampled) /* its tail stays unpurged (DESIGN.md, "Where a sample lives") */
     pg->block_size = (uint32_t)large_usable(pg, size);
   else
     span_large_resize(&h->segments, pg, size);
