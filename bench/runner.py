@@ -326,10 +326,10 @@ WORKLOADS = [
      "what": "messaging pipeline: 64 B..256 KiB buffers allocated on an I/O thread, freed on "
              "an application thread"},
     {"name": "cache-scratch", "argv": ["{bin}/bench_cache", "scratch", "{size}"],
-     "sizes": {"quick": 400000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 200000, "default": 2000000, "full": 20000000}, "tier_runs": {"quick": 21},
      "what": "passive false sharing: objects freed by the thread they were given to"},
     {"name": "cache-thrash", "argv": ["{bin}/bench_cache", "thrash", "{size}"],
-     "sizes": {"quick": 400000, "default": 2000000, "full": 20000000},
+     "sizes": {"quick": 200000, "default": 2000000, "full": 20000000}, "tier_runs": {"quick": 21},
      "what": "active false sharing: small objects written hard by their own threads"},
     {"name": "random-st", "argv": ["{bin}/bench_random", "st", "{size}"],
      "sizes": {"quick": 2000000, "default": 15000000, "full": 150000000}, "instr": 100000,
