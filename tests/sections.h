@@ -21,7 +21,7 @@ static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf
 static void fail_at(int line, const char *fmt, ...) {
   g_failures++;
   long before = g_section_failures++;
-  if (TEST_SHOWN_PER_SECTION >= 0 && before > TEST_SHOWN_PER_SECTION) return;
+  if (TEST_SHOWN_PER_SECTION >= 0 && before >= TEST_SHOWN_PER_SECTION) return;
   printf(TEST_TAG " FAIL %s (" TEST_FILE ":%d): ", g_section, line);
   va_list ap;
   va_start(ap, fmt);
@@ -38,7 +38,12 @@ static void section(const char *name) {
   g_section_failures = 0;
 }
 static void section_end(void) {
-  printf(TEST_TAG " %-*s %s\n", TEST_WIDTH, g_section, g_section_failures ? "FAILED" : "ok");
+  if (g_section_failures == 0)
+    printf(TEST_TAG " %-*s ok\n", TEST_WIDTH, g_section);
+  else
+    printf(TEST_TAG " %-*s FAILED (%ld failed checks%s)\n", TEST_WIDTH, g_section, g_section_failures,
+           TEST_SHOWN_PER_SECTION >= 0 && g_section_failures > TEST_SHOWN_PER_SECTION
+               ? ", the first ones shown" : "");
   fflush(stdout);
 }
 

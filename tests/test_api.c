@@ -30,41 +30,11 @@ extern void __libc_free(void *);
 extern void free_sized(void *p, size_t size);
 extern void free_aligned_sized(void *p, size_t alignment, size_t size);
 
-/* ------------------------------------------------------------------ */
-/* failure accounting                                                   */
-
-static long g_failures;         /* total */
-static long g_section_failures; /* in the current section */
-static const char *g_section = "?";
-
-static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_at(int line, const char *fmt, ...) {
-  g_failures++;
-  g_section_failures++;
-  if (g_section_failures > 25) return; /* keep the log readable */
-  fprintf(stdout, "[api] FAIL %s (test_api.c:%d): ", g_section, line);
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stdout, fmt, ap);
-  va_end(ap);
-  fputc('\n', stdout);
-  fflush(stdout);
-}
-#define FAIL(...) fail_at(__LINE__, __VA_ARGS__)
-#define CHECK(cond, ...) do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
-
-static void section_begin(const char *name) {
-  g_section = name;
-  g_section_failures = 0;
-}
-static void section_end(void) {
-  if (g_section_failures == 0)
-    printf("[api] %-34s ok\n", g_section);
-  else
-    printf("[api] %-34s FAILED (%ld failed checks%s)\n", g_section, g_section_failures,
-           g_section_failures > 25 ? ", first 25 shown" : "");
-  fflush(stdout);
-}
+#define TEST_TAG "[api]"
+#define TEST_FILE "test_api.c"
+#define TEST_WIDTH 34
+#define TEST_SHOWN_PER_SECTION 25L /* keep the log readable */
+#include "sections.h"
 
 /* Hide a value from the optimiser (no folding of malloc(SIZE_MAX) etc.). */
 static size_t opaque_size(size_t n) {
@@ -119,7 +89,7 @@ static int cmp_ptr(const void *a, const void *b) {
 /* malloc(0), realloc(NULL, n), realloc(p, 0), calloc(0, n)             */
 
 static void test_zero_sizes(void) {
-  section_begin("zero sizes / realloc(NULL|0)");
+  section("zero sizes / realloc(NULL|0)");
   enum { N = 200 };
   static void *ptrs[3 * N];
   size_t k = 0;
@@ -209,7 +179,7 @@ static void expect_enomem(void *p, const char *what, size_t a, size_t b) {
 }
 
 static void test_failures(void) {
-  section_begin("overflow / huge sizes -> ENOMEM");
+  section("overflow / huge sizes -> ENOMEM");
   const size_t huge[] = {
       SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 15, SIZE_MAX - 4096, SIZE_MAX - (1u << 20),
       SIZE_MAX / 2, SIZE_MAX / 2 + 1, (size_t)PTRDIFF_MAX, (size_t)PTRDIFF_MAX + 1,
@@ -283,7 +253,7 @@ static void test_failures(void) {
 /* posix_memalign / aligned_alloc / memalign / valloc / pvalloc          */
 
 static void test_alignment_api(void) {
-  section_begin("alignment arguments");
+  section("alignment arguments");
   /* posix_memalign: alignment must be a power of two and a multiple of
    * sizeof(void*): everything else is EINVAL. */
   const size_t bad[] = {0, 1, 2, 3, 4, 5, 12, 24, 48, 96, 100, 4095, 4097, 3u << 12,
@@ -418,7 +388,7 @@ static void test_alignment_api(void) {
  * point; the block honours the alignment and its whole usable size is
  * writable; live blocks do not overlap. */
 static void test_alignment_sweep(void) {
-  section_begin("alignments 1..1MiB");
+  section("alignments 1..1MiB");
   enum { LIVE = 6 };
   for (size_t a = 1; a <= ((size_t)1 << 20); a *= 2) {
     size_t sizes[] = {1, 8, 16, a > 1 ? a - 1 : 1, a, a + 1, 3 * a, 100, 1000, 4096, 70000};
@@ -487,7 +457,7 @@ static void check_block(void *p, size_t n, const char *who) {
  * most 64 bytes above a power of two has a class of its own (a 4 KiB
  * buffer and its header take 4160 bytes, not 4608). */
 static void test_class_fit(void) {
-  section_begin("usable size of every request up to 64 KiB");
+  section("usable size of every request up to 64 KiB");
   long bad = 0;
   for (size_t n = 1; n <= 65536; n++) {
     void *p = malloc(opaque_size(n));
@@ -505,7 +475,7 @@ static void test_class_fit(void) {
 }
 
 static void test_size_sweep(void) {
-  section_begin("sizes 0..8KiB (all live)");
+  section("sizes 0..8KiB (all live)");
   enum { SMALL_MAX = 8192 };
   static void *blk[SMALL_MAX + 1];
   static size_t use[SMALL_MAX + 1];
@@ -530,7 +500,7 @@ static void test_size_sweep(void) {
   }
   section_end();
 
-  section_begin("sizes 8KiB..64MiB (geometric)");
+  section("sizes 8KiB..64MiB (geometric)");
   size_t sizes[400];
   size_t ns = 0;
   for (double d = SMALL_MAX + 1; d <= (double)(64u << 20) && ns < 300; d *= 1.09) sizes[ns++] = (size_t)d;
@@ -624,7 +594,7 @@ static int realloc_walk(realloc_fn rf, const char *who, const size_t *lad, size_
 }
 
 static void test_realloc(void) {
-  section_begin("realloc across class boundaries");
+  section("realloc across class boundaries");
   static size_t lad[2000];
   size_t nl = build_ladder(lad, 1900);
   realloc_walk(realloc, "realloc", lad, nl, +1);
@@ -710,7 +680,7 @@ static void test_realloc(void) {
 /* calloc zeroes, even over recycled memory                              */
 
 static void test_calloc(void) {
-  section_begin("calloc zeroes recycled memory");
+  section("calloc zeroes recycled memory");
   const size_t sizes[] = {1, 8, 16, 24, 32, 48, 100, 256, 1000, 1024, 4096, 10000, 65536, 100000,
                           300000, 1u << 20, 5u << 20};
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -796,7 +766,7 @@ static char g_global_array[4096];
 static const char g_const_array[64] = "constant";
 
 static void test_owns(void) {
-  section_begin("brisk_owns");
+  section("brisk_owns");
   const size_t sizes[] = {0, 1, 16, 17, 64, 100, 512, 1000, 4000, 8192, 20000, 65536, 100000,
                           262144, 1u << 20, 3u << 20, 20u << 20};
   void *live[sizeof sizes / sizeof sizes[0]];
@@ -867,7 +837,7 @@ static void test_owns(void) {
 /* errno, interchangeability                                             */
 
 static void test_errno_and_mixing(void) {
-  section_begin("free preserves errno; mixing");
+  section("free preserves errno; mixing");
   const size_t sizes[] = {0, 8, 100, 2000, 40000, 300000, 2u << 20, 40u << 20};
   for (int round = 0; round < 4; round++) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -1066,7 +1036,7 @@ static int js_value(json_t *j) {
 static char g_json_copy[1 << 20];
 
 static void test_version_stats(void) {
-  section_begin("version / stats / collect");
+  section("version / stats / collect");
   const char *v = brisk_version();
   CHECK(v != NULL && strcmp(v, "0.1.0") == 0, "brisk_version() = \"%s\", expected \"0.1.0\"", v ? v : "(null)");
   char want[32];
@@ -1180,7 +1150,7 @@ static void test_version_stats(void) {
 /* good_size(n) is what a block of n gets: every size up to 64 KiB, then a
  * sweep of large and huge sizes (slice and page boundaries, both sides). */
 static void test_good_size(void) {
-  section_begin("brisk_good_size = usable size");
+  section("brisk_good_size = usable size");
   long bad = 0;
   size_t prev = 0;
   for (size_t n = 0; n <= 65536; n++) {
@@ -1217,7 +1187,7 @@ static void test_good_size(void) {
         brisk_good_size(SIZE_MAX - 4096));
   section_end();
 
-  section_begin("brisk_malloc_usable");
+  section("brisk_malloc_usable");
   size_t u = 0;
   char *p = brisk_malloc_usable(opaque_size(100), &u);
   CHECK(p != NULL && u == brisk_usable_size(p) && u == brisk_good_size(100), "brisk_malloc_usable(100): %p, %zu", p, u);
@@ -1249,7 +1219,7 @@ static void dirty_blocks(size_t n, int count) {
 }
 
 static void test_zalloc(void) {
-  section_begin("brisk_zalloc / brisk_heap_zalloc");
+  section("brisk_zalloc / brisk_heap_zalloc");
   const size_t sizes[] = {0, 1, 16, 100, 1000, 1024, 1100, 5000, 40000, 65536, 100000, 300000, 3u << 20};
   brisk_heap_t *h = brisk_heap_new();
   CHECK(h != NULL, "brisk_heap_new failed");
@@ -1285,7 +1255,7 @@ static void test_zalloc(void) {
 }
 
 static void test_rezalloc(void) {
-  section_begin("brisk_rezalloc");
+  section("brisk_rezalloc");
   /* grows and moves: what it copied stays, the rest up to the usable size is zero */
   dirty_blocks(5000, 16);
   char *p = brisk_zalloc(opaque_size(100));
@@ -1382,7 +1352,7 @@ static void *expand_thread(void *arg) {
 }
 
 static void test_expand(void) {
-  section_begin("brisk_expand");
+  section("brisk_expand");
   CHECK(brisk_expand(NULL, 10) == NULL, "brisk_expand(NULL, 10) is not NULL");
   char *p = brisk_malloc(opaque_size(100));
   fill_pat(p, 100, 6);
@@ -1449,7 +1419,7 @@ static void test_expand(void) {
 /* statistics: reset, the calling thread's view, the process's figures   */
 
 static void test_stats_reset(void) {
-  section_begin("brisk_stats_reset");
+  section("brisk_stats_reset");
   char *big = malloc(opaque_size(100u << 20));
   if (big) big[0] = 1;
   free(big);
@@ -1512,7 +1482,7 @@ static void *thread_view_body(void *arg) {
 }
 
 static void test_thread_and_process_view(void) {
-  section_begin("thread view, process figures");
+  section("thread view, process figures");
   int fails = 0;
   pthread_t t;
   pthread_create(&t, NULL, thread_view_body, &fails);
