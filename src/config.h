@@ -104,6 +104,12 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * the rest of its span, if resident from an earlier block, is purged with
  * the segment's next deadline when it is at least this large. */
 #define LARGE_TAIL_PURGE_MIN ((size_t)16 * 1024)
+/* The span cache of each heap's segment set (span.c): at most this many
+ * freed spans, each of at most SPAN_CACHE_SPAN_MAX slices, together at
+ * most SPAN_CACHE_SLICES slices (2 MiB). */
+#define SPAN_CACHE_SLOTS 8
+#define SPAN_CACHE_SPAN_MAX 8
+#define SPAN_CACHE_SLICES 32
 
 /* The background purger tries a heap again this many ms later when its
  * owner held the heap's lock (more than the purger's slack, so that the

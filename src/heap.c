@@ -286,6 +286,7 @@ void heap_collect(heap_t *h, bool force) {
   heap_flush_outbox(h);
   class_cache_flush(h);
   heap_retire_empty_heads(h);
+  span_cache_flush(&h->segments);
   segment_set_purge(&h->segments, force);
   heap_stats_publish(h);
   background_poll();

@@ -106,8 +106,10 @@ typedef struct segment_s {
   uint64_t purging;                   /* taken out of free_slices by the background
                                          purger while it purges them (span.c) */
   uint64_t tails;                     /* head slices of large blocks whose span, past
-                                         the block, may still be resident: purged
-                                         with the next deadline (span_large_resize) */
+                                         the block, may still be resident, that have
+                                         lived through a deadline: purged at the next */
+  uint64_t tails_later;               /* the same, placed since the last deadline
+                                         (span_large_resize): they become `tails` */
   uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
   uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */

@@ -20,6 +20,10 @@
 #include "segment.h"
 #include "counters.h"
 
+/* Free slices waiting for the purge: at least this many in a segment (or
+ * in the span cache) make it worth starting the background thread. */
+#define PURGE_WORTH_A_THREAD 16
+
 /* Full segments go last, so that the search for free slices stops at the
  * first full one. */
 static void set_note_full(segment_set_t *set, segment_t *seg) {
@@ -38,6 +42,8 @@ static bool set_note_free(segment_set_t *set, segment_t *seg) {
   return true;
 }
 
+static void set_deadline_lower(segment_set_t *set, uint64_t at);
+
 static segment_t *set_add_segment(segment_set_t *set) {
   segment_t *seg = pool_take(!set->fresh_only);
   if (seg == NULL) seg = segment_map();
@@ -47,6 +53,16 @@ static segment_t *set_add_segment(segment_set_t *set) {
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   LIST_PUSH_FRONT(&set->segs, seg, next, prev);
   set->count++;
+  uint64_t waiting = seg->free_slices & seg->dirty_slices;
+  if (waiting) {
+    /* From the pool, not yet purged: its resident slices keep the deadline
+     * they had there (the pool's purge stops following them). */
+    seg->purge_slices = waiting;
+    seg->purge_at_ms = seg->idle_since_ms + options_purge_delay_ms();
+    if (seg->purge_at_ms == 0) seg->purge_at_ms = 1;
+    set_deadline_lower(set, seg->purge_at_ms);
+    background_schedule(seg->purge_at_ms, __builtin_popcountll(waiting) >= PURGE_WORTH_A_THREAD);
+  }
   return seg;
 }
 
@@ -76,14 +92,23 @@ static void slices_take(segment_t *seg, uint64_t bits) {
   seg->purge_later &= ~bits;
 }
 
-static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
-  uint64_t bits = slice_bits(first, n);
+/* The head descriptor of slices first..first+n-1 taken as one span. */
+static page_t *span_head_init(segment_t *seg, size_t first, size_t n, bool zero) {
   page_t *head = &seg->pages[first];
-  bool zero = (seg->dirty_slices & bits) == 0;
-  slices_take(seg, bits);
   memset(head, 0, sizeof(*head));
   head->start = (uint8_t *)seg + first * SLICE_SIZE;
   head->span_bytes = n * SLICE_SIZE;
+  head->slice_count = (uint8_t)n;
+  head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
+  return head;
+}
+
+static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
+  uint64_t bits = slice_bits(first, n);
+  bool zero = (seg->dirty_slices & bits) == 0;
+  slices_take(seg, bits);
+  page_t *head = span_head_init(seg, first, n, zero);
   if (BRISK_HARDENED) {
     /* Guards left by earlier large blocks stay where they are: inside the
      * new span they are lifted, at its end the span keeps it (and loses
@@ -92,13 +117,114 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
     guard_lift(seg, bits & ~last_bit);
     if (seg->guarded_slices & last_bit) head->span_bytes -= HARDENED_GUARD;
   }
-  head->slice_count = (uint8_t)n;
-  head->flags = PAGE_IN_USE | (zero ? PAGE_ZERO : 0);
-  for (size_t i = first; i < first + n; i++) seg->pages[i].span = head;
   return head;
 }
 
+/* ---------------------------------------------------------------------------
+ * The span cache: a freed span of up to SPAN_CACHE_SPAN_MAX slices is kept
+ * whole (out of the free masks, its slices pointing at brisk_dead_page as
+ * free ones do) and handed to the next span_alloc of the same size: no
+ * search, no mask updates, no deadline. Everything under the set's lock.
+ * It is emptied at cache_at_ms (set by the first put after the last
+ * flush), by the owner's purge or the purger, and by every collect.
+ * ------------------------------------------------------------------------- */
+static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits);
+
+static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
+
+/* Lowers the set's next deadline to `at` (under the lock). */
+static void set_deadline_lower(segment_set_t *set, uint64_t at) {
+  uint64_t next = set->next_purge_ms;
+  if (next == 0 || at < next) field_store_relaxed(&set->next_purge_ms, at);
+}
+
+static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
+  if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_count == SPAN_CACHE_SLOTS ||
+      set->cached_slices + n > SPAN_CACHE_SLICES)
+    return false;
+  uint64_t delay = options_purge_delay_ms();
+  if (delay == 0) return false; /* at once: nothing is kept */
+  set->cached_n[set->cached_count] = (uint8_t)n;
+  set->cached[set->cached_count++] = span;
+  set->cached_slices += (uint32_t)n;
+  if (set->cache_at_ms == 0) {
+    set->cache_at_ms = os_now_ms() + delay;
+    set_deadline_lower(set, set->cache_at_ms);
+    background_schedule(set->cache_at_ms, false);
+  } else if (set->cached_slices >= PURGE_WORTH_A_THREAD && set->cached_slices - n < PURGE_WORTH_A_THREAD &&
+             !background_running()) {
+    background_schedule(set->cache_at_ms, true);
+  }
+  return true;
+}
+
+/* The newest cached span of `slices` slices whose first slice is a
+ * multiple of align, ready for use (its memory is not fresh); NULL if none. */
+static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align) {
+  for (uint32_t i = set->cached_count; i-- > 0;) {
+    if (set->cached_n[i] != slices) continue;
+    page_t *span = set->cached[i];
+    segment_t *seg = segment_of_page(span);
+    size_t first = (size_t)(span - seg->pages);
+    if (first % align != 0) continue;
+    set->cached_count--;
+    for (uint32_t j = i; j < set->cached_count; j++) {
+      set->cached[j] = set->cached[j + 1];
+      set->cached_n[j] = set->cached_n[j + 1];
+    }
+    set->cached_slices -= (uint32_t)slices;
+    return span_head_init(seg, first, slices, false);
+  }
+  return NULL;
+}
+
+/* Cached spans of seg that overlap `bits` go back to their segment: a
+ * block grows in place over them. */
+static void span_cache_release_in(segment_set_t *set, segment_t *seg, uint64_t bits) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < set->cached_count; i++) {
+    page_t *span = set->cached[i];
+    uint64_t own = segment_of_page(span) == seg ? slice_bits((size_t)(span - seg->pages), set->cached_n[i]) : 0;
+    if (own & bits) {
+      set->cached_slices -= set->cached_n[i];
+      slices_release_locked(set, seg, own);
+    } else {
+      set->cached_n[kept] = set->cached_n[i];
+      set->cached[kept++] = span;
+    }
+  }
+  set->cached_count = kept;
+}
+
+/* Empty the cache without giving its spans back (their segments go whole). */
+static void span_cache_forget(segment_set_t *set) {
+  set->cached_count = 0;
+  set->cached_slices = 0;
+  set->cache_at_ms = 0;
+}
+
+static void span_cache_flush_locked(segment_set_t *set) {
+  for (uint32_t i = 0; i < set->cached_count; i++) {
+    segment_t *seg = segment_of_page(set->cached[i]);
+    slices_release_locked(set, seg, slice_bits((size_t)(set->cached[i] - seg->pages), set->cached_n[i]));
+  }
+  span_cache_forget(set);
+}
+
+void span_cache_flush(segment_set_t *set) {
+  lock_acquire(&set->lock);
+  span_cache_flush_locked(set);
+  lock_release(&set->lock);
+}
+
+/* Empties the cache when its deadline has come (or when force). */
+static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
+  if (set->cache_at_ms != 0 && (force || now >= set->cache_at_ms)) span_cache_flush_locked(set);
+}
+
 static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices) {
+  page_t *cached = set->cached_count ? span_cache_take(set, slices, align_slices) : NULL;
+  if (cached != NULL) return cached;
   /* Resident free slices first (no page faults, and the purged ones stay
    * out of RSS); then any free run. */
   for (int resident = 1; resident >= 0; resident--) {
@@ -127,10 +253,6 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
   return span;
 }
 
-/* Free slices waiting for the purge: at least this many in a segment make
- * it worth starting the background thread. */
-#define PURGE_WORTH_A_THREAD 16
-
 static void span_free_locked(segment_set_t *set, page_t *span) {
   segment_t *seg = segment_of_page(span);
   size_t first = (size_t)(span - seg->pages);
@@ -142,6 +264,14 @@ static void span_free_locked(segment_set_t *set, page_t *span) {
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
   page_desc_clear(span);
   seg->tails &= ~bits;
+  seg->tails_later &= ~bits;
+  if (span_cache_put(set, span, n)) return;
+  slices_release_locked(set, seg, bits);
+}
+
+/* Slices no span uses any more become free; they are purged after the
+ * delay (at once when it is 0). */
+static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits) {
   bool was_full = seg->free_slices == 0;
   seg->free_slices |= bits;
   if (was_full) { /* has room again: to the front */
@@ -166,8 +296,7 @@ static void span_free_locked(segment_set_t *set, page_t *span) {
   } else {
     seg->purge_slices |= bits;
     seg->purge_at_ms = os_now_ms() + delay;
-    uint64_t next = set->next_purge_ms;
-    if (next == 0 || seg->purge_at_ms < next) field_store_relaxed(&set->next_purge_ms, seg->purge_at_ms);
+    set_deadline_lower(set, seg->purge_at_ms);
   }
   background_schedule(seg->purge_at_ms,
                       __builtin_popcountll(seg->purge_slices | seg->purge_later) >= PURGE_WORTH_A_THREAD);
@@ -186,6 +315,7 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
   if (slices <= have) return true;
   if (first + slices > SLICES_PER_SEGMENT) return false;
   uint64_t extra = slice_bits(first + have, slices - have);
+  if ((seg->free_slices & extra) != extra && set->cached_count) span_cache_release_in(set, seg, extra);
   if ((seg->free_slices & extra) != extra) return false;
   slices_take(seg, extra);
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
@@ -201,8 +331,7 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
 static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_thread) {
   if (seg->purge_at_ms == 0) {
     seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
-    uint64_t next = set->next_purge_ms;
-    if (next == 0 || seg->purge_at_ms < next) field_store_relaxed(&set->next_purge_ms, seg->purge_at_ms);
+    set_deadline_lower(set, seg->purge_at_ms);
   }
   background_schedule(seg->purge_at_ms, worth_a_thread);
 }
@@ -216,10 +345,11 @@ void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
   if (tail && options_purge_delay_ms() == 0) { /* at once */
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
   } else if (tail) {
-    seg->tails |= bit;
+    seg->tails_later |= bit;
     segment_deadline(set, seg, false);
   } else {
     seg->tails &= ~bit;
+    seg->tails_later &= ~bit;
   }
   lock_release(&set->lock);
 }
@@ -236,9 +366,6 @@ uint64_t segments_maintain(uint64_t now, bool force) {
   return a == 0 ? b : b == 0 ? a : a < b ? a : b;
 }
 
-/* The slices of seg to purge at `now` (all waiting ones when force), with
- * the segment's purge state moved on as if they were purged: those freed
- * since the deadline was set wait one more delay. */
 /* Purge the resident tails of the large blocks in seg->tails (under the
  * set's lock: a block grows into its tail under it too). */
 static void segment_purge_tails(segment_t *seg) {
@@ -250,24 +377,31 @@ static void segment_purge_tails(segment_t *seg) {
   seg->tails = 0;
 }
 
+/* The slices of seg to purge at `now` (all waiting ones when force), with
+ * the segment's purge state moved on as if they were purged: those freed
+ * since the deadline was set wait one more delay. */
 static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
-  if (seg->purge_slices == 0 && seg->purge_later == 0 && seg->tails == 0) {
+  if (seg->purge_slices == 0 && seg->purge_later == 0 && (seg->tails | seg->tails_later) == 0) {
     /* Every waiting slice was taken for a span again: no deadline left. */
     seg->purge_at_ms = 0;
     return 0;
   }
   if (!force && now < seg->purge_at_ms) return 0;
+  /* A tail is purged once its block has lived through a whole delay: most
+   * large blocks live far shorter, and their tails would only fault in
+   * again under the next block carved there. */
+  if (force) seg->tails |= seg->tails_later, seg->tails_later = 0;
   if (seg->tails) segment_purge_tails(seg);
+  seg->tails = seg->tails_later;
+  seg->tails_later = 0;
   uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
                   seg->free_slices;
   seg->dirty_slices &= ~mask;
   seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
   seg->purge_later = 0;
-  seg->purge_at_ms = seg->purge_slices ? now + options_purge_delay_ms() : 0;
+  seg->purge_at_ms = seg->purge_slices || seg->tails ? now + options_purge_delay_ms() : 0;
   return mask;
 }
-
-static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
 void segment_set_purge(segment_set_t *set, bool force) {
   uint64_t now = 0;
@@ -277,8 +411,9 @@ void segment_set_purge(segment_set_t *set, bool force) {
   if (force || due != 0) {
     now = os_now_ms();
     if (force || now >= due) {
-      uint64_t next = 0;
       lock_acquire(&set->lock);
+      span_cache_expire(set, now, force);
+      uint64_t next = set->cache_at_ms;
       for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
         segment_purge_slices(seg, segment_take_due(seg, now, force));
         next = earlier(next, seg->purge_at_ms);
@@ -334,8 +469,9 @@ uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
     }
     /* Take the due slices out of the free mask: the owner cannot carve
      * them while they are purged without the lock. */
+    span_cache_expire(set, now, false);
     size_t n = 0;
-    uint64_t next = 0;
+    uint64_t next = set->cache_at_ms;
     for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
       if (n < PURGE_CLAIMS_PER_PASS) {
         uint64_t mask = segment_take_due(seg, now, false);
@@ -352,6 +488,7 @@ uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
 void segment_set_release_all(segment_set_t *set) {
   segment_t *seg;
   lock_acquire(&set->lock);
+  span_cache_forget(set); /* their segments go whole */
   while ((seg = set->segs.first) != NULL) {
     if (seg->purging) { /* the purger gives them back under the lock */
       lock_release(&set->lock);
@@ -368,6 +505,7 @@ void segment_set_release_all(segment_set_t *set) {
       seg->pages[i].span = &brisk_dead_page;
     }
     seg->free_slices = ALL_PAGE_SLICES;
+    seg->tails = seg->tails_later = 0;
     seg->destroyed = 1;
     pool_put(seg, true);
   }
@@ -416,6 +554,7 @@ void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
   set->segs.first = set->segs.last = NULL;
   set->huge.first = set->huge.last = NULL;
   set->count = 0;
+  span_cache_forget(set);
   field_store_relaxed(&set->next_purge_ms, 0);
   set->owner_tid = tid;
   set->heap = heap;
@@ -429,6 +568,7 @@ uint64_t segment_set_purge_forced(segment_set_t *set) {
     /* As segment_set_purge_idle, but every free slice that may be resident,
      * due or not, and waiting for the owner's lock rather than trying it. */
     lock_acquire(&set->lock);
+    span_cache_flush_locked(set);
     size_t n = 0;
     uint64_t next = 0;
     for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
@@ -451,6 +591,8 @@ uint64_t segment_set_purge_forced(segment_set_t *set) {
 uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay) {
   uint64_t latest = now + delay, next = 0;
   lock_acquire(&set->lock);
+  if (set->cache_at_ms > latest) set->cache_at_ms = latest;
+  next = set->cache_at_ms;
   for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
     if (seg->purge_at_ms > latest) seg->purge_at_ms = latest;
     next = earlier(next, seg->purge_at_ms);

@@ -15,8 +15,9 @@ struct heap_s;
  * the slice masks of those segments: the owner takes it in every function
  * below, the background purger to purge the free slices of a heap whose
  * owner does not come by (segment_set_purge_idle). Nothing else waits on
- * it: the purger only tries it, and holds it for bookkeeping, never across
- * a system call. */
+ * it: the purger only tries it, and holds it for bookkeeping; the one
+ * system call under it is the madvise of a live large block's tail, which
+ * in-place growth (under the lock) must not meet half done. */
 typedef struct segment_set_s {
   brisk_lock_t lock;
   segment_list_t segs;    /* segments with free slices come before full ones */
@@ -27,6 +28,14 @@ typedef struct segment_set_s {
   uintptr_t owner_tid;
   struct heap_s *heap;
   bool fresh_only;        /* never a destroyed heap's segment (brisk's own heap) */
+  /* Spans freed whole and kept for the next span of the same size (span.c,
+   * "the span cache"), oldest first; their slices are in no free mask and
+   * point at brisk_dead_page. Under the lock. */
+  uint32_t cached_count;
+  uint32_t cached_slices;
+  uint64_t cache_at_ms;   /* when they go back to their segments; 0: no deadline */
+  page_t *cached[SPAN_CACHE_SLOTS];
+  uint8_t cached_n[SPAN_CACHE_SLOTS]; /* their slice counts */
 } segment_set_t;
 
 /* A span of `slices` slices whose first slice index is a multiple of
@@ -48,8 +57,12 @@ BRISK_INLINE size_t large_usable_size(size_t size) {
   if (BRISK_HARDENED) return (large_slices(size) << SLICE_SHIFT) - HARDENED_GUARD;
   return (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
 }
-/* Give a span back to its segment; its slices are purged after the delay. */
+/* Give a span back: kept whole in the set's span cache for the next span
+ * of its size, or to its segment; either way its memory is purged after
+ * the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
+/* Give every cached span back to its segment (the owner's collect). */
+BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */
 BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slices);
 /* The usable size of a large block in its span (at most span_bytes): the

@@ -45,6 +45,12 @@ static void set_figures(heap_t *h, usage_heap_t *f, int64_t *resident) {
     f->free_runs += __builtin_popcountll(free_mask & ~(free_mask << 1));
     *resident += slice_bytes(seg->free_slices & seg->dirty_slices);
   }
+  /* Spans in the span cache are in no free mask, but free and resident. */
+  int64_t cached = (int64_t)set->cached_slices * (int64_t)SLICE_SIZE;
+  f->in_use -= cached;
+  f->free_bytes += cached;
+  f->free_runs += set->cached_count;
+  *resident += cached;
 }
 
 bool usage_heap(heap_t *h, usage_heap_t *out) {

@@ -3,12 +3,17 @@
  * place into the rest of their span and into free slices after it; and a
  * block placed on memory an earlier block had written leaves no resident
  * tail past its end once the purge delay has passed (checked page by page
- * with mincore).
+ * with mincore); a freed large block's span is handed to the next block
+ * of its size first (the span cache), a second free of it is reported, and
+ * the cached spans go back to the OS after the delay without another call;
+ * a segment taken back from the pool of empty segments before its purge
+ * still has its resident free slices purged after the delay.
  * ctest-labels: sanitize */
 #include <brisk.h>
 
 #include "brisk_errors.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,24 +35,37 @@ static int failures;
 
 static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
-/* Resident 4 KiB pages in [p, p + len). */
+/* Resident 4 KiB pages in [p, p + len) (at most 4 MiB). It allocates
+ * nothing, so that no new page lands on the memory it looks at. */
 static size_t resident_pages(const void *p, size_t len) {
+  static unsigned char v[1024];
   uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
   size_t n = (len + ((uintptr_t)p - a) + 4095) / 4096;
-  unsigned char *v = malloc(n);
-  if (v == NULL || mincore((void *)a, n * 4096, v) != 0) {
+  if (n > sizeof v || mincore((void *)a, n * 4096, v) != 0) {
     printf("FAIL: mincore failed\n");
     exit(1);
   }
   size_t r = 0;
   for (size_t i = 0; i < n; i++) r += v[i] & 1;
-  free(v);
   return r;
 }
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* Resident pages of n blocks of `size` bytes, once none is left or 5 s
+ * have passed (the purge delay is 50 ms; a loaded machine gets more). */
+static size_t resident_after_wait(char *const *p, int n, size_t size) {
+  size_t resident = 0;
+  for (int t = 0; t < 100; t++) {
+    sleep_ms(50);
+    resident = 0;
+    for (int i = 0; i < n; i++) resident += resident_pages(p[i], size);
+    if (resident == 0) break;
+  }
+  return resident;
 }
 
 static void usable_sizes(void) {
@@ -113,6 +131,68 @@ static void tail_purged_after_delay(void) {
   free(b);
 }
 
+static void span_cache(void) {
+  /* Eight blocks of two slices (128 KiB spans) fill the span cache's 16
+   * slices, which is worth starting the purger thread for. */
+  enum { N = 8, SIZE = 100000 };
+  char *p[N];
+  brisk_collect(false); /* the cache starts empty (it keeps what the tests above freed) */
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    CHECK(p[i] != NULL, "malloc(%d) failed", SIZE);
+    if (!p[i]) return;
+    memset(p[i], 0x40 + i, SIZE);
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+  /* The newest span first: the one most likely still in the CPU's cache
+   * (placing by address would give the lowest of them). */
+  char *q = malloc(SIZE);
+  CHECK(q == p[N - 1], "malloc(%d) after freeing 8 such blocks gave %p, not the last freed %p", SIZE,
+        (void *)q, (void *)p[N - 1]);
+  long errors = brisk_errors_reported();
+  free(p[1]); /* a second free of a cached span */
+  CHECK(brisk_errors_reported() == errors + 1, "a second free of a block whose span is cached was not reported");
+  char *r = malloc(SIZE);
+  CHECK(r != q, "the block handed out twice");
+  memset(r, 0x66, SIZE);
+  int intact = 1;
+  for (size_t i = 0; i < SIZE; i += 61) intact &= q[i] != 0x66;
+  CHECK(intact, "writing one block changed another");
+  free(q);
+  free(r);
+  /* Nothing calls brisk from here: the purger empties the cache and then
+   * purges the slices (between one and three delays: 50..150 ms). */
+  size_t resident = resident_after_wait(p, N, SIZE);
+  CHECK(resident == 0, "%zu pages of 8 freed 100000-byte blocks still resident 5 s later", resident);
+}
+
+/* On a thread of its own, so that its heap's only segment empties: blocks
+ * too large for the span cache (10 slices), all freed, send the segment to
+ * the pool; the next allocation takes it back at once. */
+static void *pool_round_trip(void *arg) {
+  (void)arg;
+  enum { N = 5, SIZE = 600000 };
+  char *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    if (!p[i]) return "malloc failed";
+    memset(p[i], 0x30 + i, SIZE);
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+  char *small = malloc(64); /* the first free slice: p[0]'s first */
+  memset(small, 1, 64);
+  size_t resident = resident_after_wait(p + 1, N - 1, SIZE);
+  free(small);
+  return resident == 0 ? NULL : "the freed blocks' pages stay resident";
+}
+
+static void pool_reuse_purged(void) {
+  pthread_t t;
+  void *ret = "pthread_create failed";
+  if (pthread_create(&t, NULL, pool_round_trip, NULL) == 0) pthread_join(t, &ret);
+  CHECK(ret == NULL, "segment taken back from the pool: %s 5 s later", (const char *)ret);
+}
+
 int main(void) {
   char stats[4096];
   brisk_stats_json(stats, sizeof stats);
@@ -123,11 +203,13 @@ int main(void) {
   usable_sizes();
   grow_in_place();
   tail_purged_after_delay();
-  CHECK(brisk_errors_reported() == 0, "brisk reported %d bad inputs", (int)brisk_errors_reported());
+  span_cache();
+  pool_reuse_purged();
+  CHECK(brisk_errors_reported() == 1, "brisk reported %d bad inputs, not the 1 made", (int)brisk_errors_reported());
   if (failures) {
     printf("test_large_blocks: %d failures\n", failures);
     return 1;
   }
-  printf("test_large_blocks: usable sizes, growth in place and tail purge as documented\n");
+  printf("test_large_blocks: usable sizes, growth in place, tail purge, span cache and pool reuse as documented\n");
   return 0;
 }
