@@ -89,6 +89,37 @@ def plan(workloads, allocs, runs):
     return order
 
 
+# A workload whose A/A time ratio is farther from 1 than this after its
+# rounds is run for as many rounds again (--settle, on in the quick tier):
+# its estimate then rests on twice the rounds. Once only, and every run is
+# kept, so a row is not re-drawn until it looks steady.
+SETTLE_LIMIT = 0.10
+
+
+def unsettled(cells, workloads, aa_name):
+    """The workloads whose A/A time ratio is beyond SETTLE_LIMIT."""
+    out = []
+    for w in workloads:
+        c = cells.get((w["name"], aa_name))
+        if c and c["time_ratio"] is not None and abs(c["time_ratio"] - 1) > SETTLE_LIMIT:
+            out.append(w)
+    return out
+
+
+def plan_more(workloads, allocs, records):
+    """As plan, for as many more rounds of each workload as it has had,
+    numbered after them (each workload copied with its new round count)."""
+    order = []
+    n = len(allocs)
+    for w in workloads:
+        done = 1 + max((r["run"] for r in records if r["workload"] == w["name"]), default=-1)
+        more = dict(w, _runs=2 * done)
+        for r in range(done, 2 * done):
+            for i in range(n):
+                order.append((more, r, allocs[(i + r) % n]))
+    return order
+
+
 def median(xs):
     return statistics.median(xs) if xs else None
 
@@ -531,6 +562,9 @@ def parse_args(argv):
                    help="comma list of thread counts (e.g. 1,2,4,8,16): throughput of each "
                         "workload (default larson,xmalloc) at each count")
     p.add_argument("--no-aa", action="store_true", help="skip the A/A copy of the reference")
+    p.add_argument("--settle", action=argparse.BooleanOptionalAction, default=None,
+                   help="run a workload whose A/A time ratio is beyond %d%% for as many rounds "
+                        "again (default: on in the quick tier)" % round(SETTLE_LIMIT * 100))
     p.add_argument("--syscalls", action="store_true",
                    help="count mmap/munmap/madvise/mprotect/futex/brk with strace -c -f")
     p.add_argument("--instructions", action="store_true",
@@ -560,6 +594,8 @@ def parse_args(argv):
     p.add_argument("--quiet", action="store_true", help="no progress line")
     a = p.parse_args(argv)
     a.tier = a.tier or "default"
+    if a.settle is None:
+        a.settle = a.tier == "quick"
     return a
 
 
@@ -819,6 +855,19 @@ def run_matrix(args, workloads, allocs, runs, ctx, size_of, meta, stem, ref_name
     records, interrupted = execute(plan(workloads, allocs, runs), runs, ctx, size_of, meta,
                                    args.quiet)
     cells, geo, aa = summarize(records, workloads, allocs, ref_name, aa_name)
+    redo = unsettled(cells, workloads, aa_name) if args.settle and aa_name and not interrupted else []
+    if redo:
+        meta["notes"].append("A/A time ratio beyond %d%% after the first rounds: %s; each ran "
+                             "as many rounds again (--settle), and its figures use all of them"
+                             % (round(SETTLE_LIMIT * 100), ", ".join(
+                                 "%s (%.2f, %d rounds)" % (w["name"],
+                                                           cells[(w["name"], aa_name)]["time_ratio"],
+                                                           2 * w.get("_runs", runs))
+                                 for w in redo)))
+        more, interrupted = execute(plan_more(redo, allocs, records), runs, ctx, size_of, meta,
+                                    args.quiet)
+        records += more
+        cells, geo, aa = summarize(records, workloads, allocs, ref_name, aa_name)
     text = report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa)
     paths = write_outputs(args.results_dir, stem, meta, workloads, allocs, records, cells, geo, aa,
                           ref_name, aa_name)
