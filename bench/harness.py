@@ -563,7 +563,7 @@ def parse_args(argv):
                         "workload (default larson,xmalloc) at each count")
     p.add_argument("--no-aa", action="store_true", help="skip the A/A copy of the reference")
     p.add_argument("--settle", action=argparse.BooleanOptionalAction, default=None,
-                   help="run a workload whose A/A time ratio is beyond %d%% for as many rounds "
+                   help="run a workload whose A/A time ratio is beyond %d%%%% for as many rounds "
                         "again (default: on in the quick tier)" % round(SETTLE_LIMIT * 100))
     p.add_argument("--syscalls", action="store_true",
                    help="count mmap/munmap/madvise/mprotect/futex/brk with strace -c -f")

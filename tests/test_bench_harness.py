@@ -184,6 +184,15 @@ def test_parse_output():
     assert res is None and metrics == {}
 
 
+def test_help_prints():
+    """--help formats every option's text (a bare % in one made it crash)."""
+    for script in (HARNESS, os.path.join(SOURCE_DIR, "bench", "zmq_matrix.py"),
+                   os.path.join(SOURCE_DIR, "bench", "rss_return.py")):
+        r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and "usage:" in r.stdout, (script, r.returncode, r.stderr[-400:])
+
+
 def test_plan_interleaves_and_rotates():
     ws = [{"name": "w1"}, {"name": "w2"}]
     allocs = [runner.Allocator(n) for n in ("a", "b", "c")]
