@@ -25,7 +25,7 @@ test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 test-sanitize:
-	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=undefined -DBRISK_BUILD_BENCH=OFF >/dev/null
+	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=undefined -DBRISK_DEBUG_LEVEL=2 -DBRISK_BUILD_BENCH=OFF >/dev/null
 	cmake --build build-ubsan -j $(JOBS)
 	cd build-ubsan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L sanitize
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=thread -DBRISK_BUILD_BENCH=OFF >/dev/null

@@ -18,7 +18,6 @@ enum { BG_OFF = 0, BG_STARTING = 1, BG_RUNNING = 2 };
 static background_round_fn round_fn;
 static background_start_fn start_fn;
 static _Atomic(int) state;                 /* BG_* */
-_Atomic(int) brisk_background_wanted;      /* start at the next safe point */
 static _Atomic(uint64_t) next_deadline;    /* earliest known; 0: none */
 static _Atomic(uint32_t) wake_word;        /* the futex the thread sleeps on */
 static _Atomic(int) sleeping_for_good;     /* asleep with no deadline */
@@ -56,7 +55,7 @@ void background_schedule(uint64_t deadline_ms, bool worth_a_thread) {
       os_wake(&wake_word);
     }
   } else if (s == BG_OFF && worth_a_thread) {
-    atomic_store_relaxed(&brisk_background_wanted, 1);
+    atomic_store_relaxed(&brisk_read_mostly.background_wanted, 1);
   }
 }
 
@@ -117,7 +116,7 @@ static void *background_main(void *arg) {
 void background_poll_slow(void) {
   int expected = BG_OFF;
   if (!atomic_cas_strong_acq_rel(&state, &expected, BG_STARTING)) return;
-  atomic_store_relaxed(&brisk_background_wanted, 0);
+  atomic_store_relaxed(&brisk_read_mostly.background_wanted, 0);
   if (!option_load(background) || round_fn == NULL || start_fn == NULL) {
     atomic_store_release(&state, BG_OFF);
     return;
@@ -138,7 +137,7 @@ void background_kick(uint64_t now) {
     STAT_COUNT(background_wake_calls, 1);
     os_wake(&wake_word);
   } else if (s == BG_OFF) {
-    atomic_store_relaxed(&brisk_background_wanted, 1);
+    atomic_store_relaxed(&brisk_read_mostly.background_wanted, 1);
   }
 }
 
@@ -156,6 +155,6 @@ void background_fork_child(void) {
   /* No thread here: the next safe point starts one if memory waits. */
   if (atomic_load_relaxed(&state) != BG_OFF) {
     atomic_store_relaxed(&state, BG_OFF);
-    if (atomic_load_relaxed(&next_deadline) != 0) atomic_store_relaxed(&brisk_background_wanted, 1);
+    if (atomic_load_relaxed(&next_deadline) != 0) atomic_store_relaxed(&brisk_read_mostly.background_wanted, 1);
   }
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "read_mostly.h"
 
 /* The work of one round at time `now`: purge what is due and return the
  * next deadline (0: nothing waits). Registered once, before any thread,
@@ -38,9 +39,8 @@ BRISK_INTERNAL void background_schedule(uint64_t deadline_ms, bool worth_a_threa
 /* Start the thread if it is wanted and not running. Call only where
  * malloc may be entered again and no lock of brisk's is held. */
 BRISK_INTERNAL void background_poll_slow(void);
-extern _Atomic(int) brisk_background_wanted BRISK_INTERNAL;
 static inline void background_poll(void) {
-  if (__builtin_expect(__atomic_load_n((int *)&brisk_background_wanted, __ATOMIC_RELAXED), 0))
+  if (__builtin_expect(__atomic_load_n((int *)&brisk_read_mostly.background_wanted, __ATOMIC_RELAXED), 0))
     background_poll_slow();
 }
 

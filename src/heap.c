@@ -528,7 +528,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
     if (ph->left[c] <= 0 && !ph->busy) {
       ph->left[c] = prof_draw(ph);
       p = alloc_large_or_huge(h, size, alignment, c != 0);
-      if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, counted);
+      if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, c, counted);
     } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
       prof_expose(ph, c, pg);
       return p;

@@ -67,7 +67,6 @@ static bool have_prefix;
 static uint64_t dump_seq;
 static char *out_buf;
 
-_Atomic(int) brisk_prof_dump_requested; /* by a signal or the interval */
 static _Atomic(int) signal_installed;
 
 /* Under prof_lock. */
@@ -123,9 +122,13 @@ prof_heap_t *prof_heap_state(heap_t *h) {
   prof_heap_t *ph = h->prof;
   if (BRISK_UNLIKELY(ph == NULL)) {
     lock_acquire(&prof_lock);
-    ph = arena_take(sizeof(prof_heap_t));
+    /* Lines of its own: the owner writes its countdowns without the lock,
+     * and the arena's next record (another heap's, a stack's) is written by
+     * other threads. */
+    uintptr_t raw = (uintptr_t)arena_take(sizeof(prof_heap_t) + 2 * CACHE_LINE_BYTES);
     lock_release(&prof_lock);
-    if (ph == NULL) return NULL;
+    if (raw == 0) return NULL;
+    ph = (prof_heap_t *)((raw + CACHE_LINE_BYTES - 1) & ~(uintptr_t)(CACHE_LINE_BYTES - 1));
     ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
     for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
     prof_attach(h);
@@ -232,12 +235,12 @@ static inline void set_busy(prof_heap_t *ph, uint32_t v) {
   atomic_signal_fence(memory_order_seq_cst);
 }
 
-void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
+void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sampled) {
   prof_heap_t *ph = h->prof;
   uintptr_t pcs[PROF_FRAMES];
   set_busy(ph, 1); /* to the end: an allocation in a signal handler here takes no sample */
   size_t n = unwind_backtrace(pcs, PROF_FRAMES);
-  double weight = 1.0 / prof_sample_probability((double)sampled, prof_current_rate());
+  double weight = prof_sample_weight(ph, c, sampled);
   double bytes = (double)requested * weight;
   bool dump = false;
   lock_acquire(&prof_lock);
@@ -268,7 +271,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled) {
   lock_release(&prof_lock);
   set_busy(ph, 0);
   if (dump) {
-    atomic_store_relaxed(&brisk_prof_dump_requested, 1);
+    atomic_store_relaxed(&brisk_read_mostly.prof_dump_requested, 1);
     background_kick(os_now_ms());
   }
 }
@@ -394,15 +397,15 @@ static int dump_next(void) {
 /* A dump asked for by a signal or the interval, if no other is running. */
 static void dump_if_asked(void) {
   if (!lock_try_acquire(&dump_lock)) return;
-  if (atomic_exchange_explicit(&brisk_prof_dump_requested, 0, memory_order_relaxed)) dump_next();
+  if (atomic_exchange_explicit(&brisk_read_mostly.prof_dump_requested, 0, memory_order_relaxed)) dump_next();
   lock_release(&dump_lock);
 }
 
 uint64_t prof_background(uint64_t now) {
-  if (BRISK_LIKELY(!atomic_load_relaxed(&brisk_prof_dump_requested))) return 0;
+  if (BRISK_LIKELY(!atomic_load_relaxed(&brisk_read_mostly.prof_dump_requested))) return 0;
   dump_if_asked();
   /* Another dump was running: this one follows it. */
-  return atomic_load_relaxed(&brisk_prof_dump_requested) ? now + PROF_RETRY_MS : 0;
+  return atomic_load_relaxed(&brisk_read_mostly.prof_dump_requested) ? now + PROF_RETRY_MS : 0;
 }
 
 void prof_poll_slow(void) {
@@ -425,7 +428,7 @@ static void leak_report(void) {
 static void on_signal(int sig) {
   (void)sig;
   int saved = errno;
-  atomic_store_explicit(&brisk_prof_dump_requested, 1, memory_order_relaxed);
+  atomic_store_explicit(&brisk_read_mostly.prof_dump_requested, 1, memory_order_relaxed);
   background_kick(0);
   errno = saved;
 }
@@ -553,6 +556,6 @@ void prof_fork_child(void) {
   /* The child's dumps are its own: its pid names them, numbered from 0.
    * The blocks the parent had sampled are in the child's memory too. */
   dump_seq = 0;
-  atomic_store_relaxed(&brisk_prof_dump_requested, 0);
+  atomic_store_relaxed(&brisk_read_mostly.prof_dump_requested, 0);
   if (signo != 0 && prof_active()) background_kick(os_now_ms()); /* the child's own thread */
 }

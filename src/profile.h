@@ -64,8 +64,9 @@ BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
   return h->prof;
 }
 /* Record the sampled block (a large or huge block, descriptor pg) of
- * `requested` bytes, counted as `sampled` bytes: the stack is captured here. */
-BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, size_t sampled);
+ * `requested` bytes, counted as `sampled` bytes of class c (0: a large or
+ * huge block): the stack is captured here. */
+BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sampled);
 /* A large or huge block whose descriptor has a prof_slot is freed, by the
  * thread whose heap is `caller` (NULL: none). */
 BRISK_INTERNAL void prof_forget(page_t *pg, heap_t *caller) BRISK_NOINLINE;
@@ -78,11 +79,10 @@ BRISK_INTERNAL uint64_t prof_background(uint64_t now);
 /* A safe point (a slow path with no lock held, not brisk's own heap):
  * start the background thread if it is wanted, write a dump that was
  * asked for if no background thread will. */
-extern _Atomic(int) brisk_prof_dump_requested BRISK_INTERNAL;
 BRISK_INTERNAL void prof_poll_slow(void);
 BRISK_INLINE void prof_poll(void) {
   background_poll();
-  if (BRISK_UNLIKELY(atomic_load_explicit(&brisk_prof_dump_requested, memory_order_relaxed)))
+  if (BRISK_UNLIKELY(atomic_load_explicit(&brisk_read_mostly.prof_dump_requested, memory_order_relaxed)))
     prof_poll_slow();
 }
 

@@ -26,38 +26,58 @@ static double prof_ln(double x) {
     m *= 0.5;
     e++;
   }
-  /* |z| <= 0.172: seven terms reach 1e-11 */
+  /* |z| <= 0.172: five terms, within 1e-9 (a countdown needs no more) */
   double z = (m - 1) / (m + 1), z2 = z * z;
-  double sum = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
+  double sum = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9)))));
   return 2 * sum + e * LN2;
 }
 
-/* exp(-x) for x >= 0. */
+/* 1 - (x/from)(1 - (x/(from+1))(1 - ... (1 - x/SERIES_TERMS))): the tail of
+ * the Taylor series of exp(-x) from the term x^from / from!, over x^(from-1)
+ * / (from-1)!, in Horner's form with the reciprocals as constants (a
+ * multiply and an add per term, no division). For |x| <= ln 2 the terms
+ * past the 18th are below 1e-17 of the sum. */
+#define SERIES_TERMS 18
+static const double recip[SERIES_TERMS + 1] = {
+    0,          1,          1.0 / 2,    1.0 / 3,    1.0 / 4,    1.0 / 5,    1.0 / 6,
+    1.0 / 7,    1.0 / 8,    1.0 / 9,    1.0 / 10,   1.0 / 11,   1.0 / 12,   1.0 / 13,
+    1.0 / 14,   1.0 / 15,   1.0 / 16,   1.0 / 17,   1.0 / 18};
+
+static inline double exp_series_tail(double x, int from) {
+  double p = 1;
+  for (int n = SERIES_TERMS; n >= from; n--) p = 1 - x * recip[n] * p;
+  return p;
+}
+
+/* exp(-x) for x >= 0: exp(-r) 2^-k with x = k ln 2 + r, 0 <= r < ln 2. */
 static double prof_exp_neg(double x) {
   if (x > 700) return 0;
   int k = (int)(x / LN2);
-  double r = x - k * LN2, term = 1, sum = 1;
-  for (int i = 1; i < 20; i++) {
-    term *= -r / i;
-    sum += term;
-  }
+  double r = x - k * LN2;
   uint64_t bits = (uint64_t)(1023 - k) << 52; /* 2^-k, k < 1010 */
   double scale;
   memcpy(&scale, &bits, sizeof(scale));
-  return sum * scale;
+  return exp_series_tail(r, 1) * scale;
 }
 
 /* The probability that a block of `bytes` holds at least one sampled
- * byte: 1 - exp(-bytes / rate), without cancellation for small blocks. */
+ * byte: 1 - exp(-bytes / rate), without cancellation for small blocks:
+ * x (1 - x/2 (1 - x/3 (...))). */
 double prof_sample_probability(double bytes, double rate) {
   double x = bytes / rate;
   if (x >= 0.5) return 1 - prof_exp_neg(x);
-  double term = x, sum = 0;
-  for (int n = 1; n < 20; n++) {
-    sum += term;
-    term *= -x / (n + 1);
+  return x * exp_series_tail(x, 2);
+}
+
+double prof_sample_weight(prof_heap_t *ph, unsigned c, size_t bytes) {
+  double rate = prof_current_rate();
+  if (c == 0) return 1.0 / prof_sample_probability((double)bytes, rate);
+  if (ph->weight_rate != rate) {
+    memset(ph->weight, 0, sizeof(ph->weight));
+    ph->weight_rate = rate;
   }
-  return sum;
+  if (ph->weight[c] == 0) ph->weight[c] = 1.0 / prof_sample_probability((double)bytes, rate);
+  return ph->weight[c];
 }
 
 static uint64_t next_random(prof_heap_t *ph) {

@@ -20,6 +20,9 @@ typedef struct prof_heap_s {
                                 interrupts it (a signal handler) neither
                                 samples nor waits for the lock */
   uint32_t live;             /* its sampled blocks still live (under the lock) */
+  double weight_rate;        /* the rate weight[] was computed for */
+  double weight[CLASS_COUNT]; /* 1 / the probability that a block of the
+                                class is sampled; 0: not computed yet */
 } prof_heap_t;
 
 /* Where a free list cut by the profiler ends: inside the segment header
@@ -48,6 +51,10 @@ BRISK_INTERNAL double prof_current_rate(void);
 /* The probability that a block of `bytes` holds at least one sampled byte
  * at `rate`: its sample stands for 1 / this many blocks. */
 BRISK_INTERNAL double prof_sample_probability(double bytes, double rate);
+/* What a sample of `bytes` (class c, or 0 for a large or huge block)
+ * stands for at the rate in force: 1 / its probability (computed once per
+ * class and rate). */
+BRISK_INTERNAL double prof_sample_weight(prof_heap_t *ph, unsigned c, size_t bytes);
 /* Start counting h's allocations: the lists its inline path pops from are
  * withdrawn (cut), so the next allocation of each class is counted. */
 BRISK_INTERNAL void prof_attach(heap_t *h);
