@@ -340,9 +340,13 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, h); /* sampled by the profiler */
     segment_set_free_huge(&h->segments, pg);
   } else if (pg->flags & PAGE_LARGE) {
-    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, h);
     heap_count_page(h, -1, true);
-    span_free(&h->segments, pg);
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
+      prof_forget(pg, h);
+      span_free_uncached(&h->segments, pg);
+    } else {
+      span_free(&h->segments, pg);
+    }
   } else {
     page_after_free(h, pg);
   }

@@ -253,7 +253,7 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
   return span;
 }
 
-static void span_free_locked(segment_set_t *set, page_t *span) {
+static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   segment_t *seg = segment_of_page(span);
   size_t first = (size_t)(span - seg->pages);
   size_t n = span->slice_count;
@@ -265,7 +265,7 @@ static void span_free_locked(segment_set_t *set, page_t *span) {
   page_desc_clear(span);
   seg->tails &= ~bits;
   seg->tails_later &= ~bits;
-  if (span_cache_put(set, span, n)) return;
+  if (may_cache && span_cache_put(set, span, n)) return;
   slices_release_locked(set, seg, bits);
 }
 
@@ -304,7 +304,13 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
 
 void span_free(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
-  span_free_locked(set, span);
+  span_free_locked(set, span, true);
+  lock_release(&set->lock);
+}
+
+void span_free_uncached(segment_set_t *set, page_t *span) {
+  lock_acquire(&set->lock);
+  span_free_locked(set, span, false);
   lock_release(&set->lock);
 }
 

@@ -61,6 +61,11 @@ BRISK_INLINE size_t large_usable_size(size_t size) {
  * of its size, or to its segment; either way its memory is purged after
  * the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
+/* The same, never cached: the slices are free for any span at once (the
+ * span of a block the profiler sampled, which class pages should reuse:
+ * cached, such spans kept a class page's worth of slices each from them,
+ * and the heap grew into fresh ones). */
+BRISK_INTERNAL void span_free_uncached(segment_set_t *set, page_t *span);
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */
