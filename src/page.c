@@ -337,12 +337,12 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     return;
   }
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
-    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget(pg, h); /* sampled by the profiler */
+    if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget_owned(pg, h); /* sampled by the profiler */
     segment_set_free_huge(&h->segments, pg);
   } else if (pg->flags & PAGE_LARGE) {
     heap_count_page(h, -1, true);
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
-      prof_forget(pg, h);
+      prof_forget_owned(pg, h);
       span_free_uncached(&h->segments, pg);
     } else {
       span_free(&h->segments, pg);

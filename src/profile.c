@@ -1,20 +1,17 @@
-/* The sampling heap profiler: the record of sampled blocks by stack, and
- * when to dump it (profile_count.c keeps the countdowns that choose the
- * samples; profile_out.c writes the heap profile, the collapsed stacks and
- * the leak report from a snapshot of the record). See
- * profile.h for how samples are taken and docs/DESIGN.md for why the fast
- * paths pay nothing for it.
+/* The sampling heap profiler: taking a sample and forgetting it, and when
+ * and where to dump the record (profile_count.c keeps the countdowns that
+ * choose the samples; profile_record.c the record of sampled blocks by
+ * stack; profile_out.c writes the heap profile, the collapsed stacks and
+ * the leak report from a snapshot of it). See profile.h for how samples
+ * are taken and docs/DESIGN.md for why the fast paths pay nothing for it.
  *
- * Memory: everything here comes from the platform layer (os_map_aligned),
- * never from brisk's heaps, so the profiler never samples itself and takes
- * nothing from the program's heaps. Locks: prof_lock guards the stack and
- * sample tables (held for table updates only, never across a stack walk, a
- * file or a loader call); dump_lock lets one dump run at a time (taken
- * before prof_lock when both are). Neither is held across a call that
- * allocates. */
+ * Locks: a heap's drops_lock, then the record's (profile_record.h);
+ * dump_lock lets one dump run at a time (taken before the others). None is
+ * held across a call that allocates. */
 #include "profile.h"
 #include "profile_count.h"
 #include "profile_out.h"
+#include "profile_record.h"
 
 #include <errno.h>
 #include <string.h>
@@ -31,30 +28,8 @@
 #define PROF_RETRY_MS 20 /* a dump asked for while another runs: tried again after this */
 #define PROF_PATH_MAX 4096
 #define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
-#define PROF_CHUNK ((size_t)1 << 20)
 
 
-typedef struct prof_stack_s {
-  struct prof_stack_s *hash_next;
-  struct prof_stack_s *all_next;
-  uint64_t hash;
-  double live_n, live_b, alloc_n, alloc_b; /* scaled back from the samples */
-  uint32_t depth;
-  uint32_t live_samples;
-  uintptr_t pc[];
-} prof_stack_t;
-
-typedef struct prof_sample_s {
-  uintptr_t addr; /* the block; 0: a free entry */
-  prof_stack_t *stack;
-  prof_heap_t *heap;
-  double weight; /* 1 / (probability that a block of its size is sampled) */
-  double bytes;  /* requested bytes * weight */
-  uint32_t next_free;
-  uint32_t pad_;
-} prof_sample_t;
-
-static brisk_lock_t prof_lock = BRISK_LOCK_INIT;
 static brisk_lock_t dump_lock = BRISK_LOCK_INIT;
 
 /* BRISK_PROFILE_SIGNAL: read at start-up (prof_init), before other threads. */
@@ -69,66 +44,11 @@ static char *out_buf;
 
 static _Atomic(int) signal_installed;
 
-/* Under prof_lock. */
-static uint8_t *arena_next;
-static size_t arena_left;
-static prof_stack_t **buckets;
-static size_t bucket_count;
-static size_t stack_count;
-static prof_stack_t *stacks_all;
-static prof_sample_t *samples;
-static uint32_t sample_cap;   /* entries mapped */
-static uint32_t sample_top;   /* entries ever used (0 is never used) */
-static uint32_t sample_free;  /* free list head; 0: none */
-static uint64_t live_samples;
-static double live_bytes;      /* scaled: the in-use estimate */
-static double interval_base;   /* the in-use estimate at the last interval dump, or the
-                                  least since: growth is counted from there */
-
-/* ---------------------------------------------------------------------------
- * Memory from the platform layer.
- * ------------------------------------------------------------------------- */
-static void *prof_map(size_t size) {
-  void *p;
-  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
-  if (os_map_aligned(size, OS_PAGE_BYTES, &p) != 0) return NULL;
-  return p;
-}
-
-static void prof_unmap(void *p, size_t size) {
-  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
-  os_unmap(p, size);
-  STAT_LEVEL(mapped_bytes, -(int64_t)size);
-}
-
-/* Bump allocation for records that live as long as the process (stacks,
- * heap states); under prof_lock. */
-static void *arena_take(size_t size) {
-  size = (size + 15) & ~(size_t)15;
-  if (arena_left < size) {
-    size_t chunk = size > PROF_CHUNK ? size : PROF_CHUNK;
-    uint8_t *p = prof_map(chunk);
-    if (p == NULL) return NULL;
-    arena_next = p;
-    arena_left = chunk;
-  }
-  void *r = arena_next;
-  arena_next += size;
-  arena_left -= size;
-  return r;
-}
-
 prof_heap_t *prof_heap_state(heap_t *h) {
   prof_heap_t *ph = h->prof;
   if (BRISK_UNLIKELY(ph == NULL)) {
-    lock_acquire(&prof_lock);
-    /* Lines of its own: the owner writes its countdowns without the lock,
-     * and the arena's next record (another heap's, a stack's) is written by
-     * other threads. */
-    uintptr_t raw = (uintptr_t)arena_take(sizeof(prof_heap_t) + 2 * CACHE_LINE_BYTES);
-    lock_release(&prof_lock);
-    if (raw == 0) return NULL;
-    ph = (prof_heap_t *)((raw + CACHE_LINE_BYTES - 1) & ~(uintptr_t)(CACHE_LINE_BYTES - 1));
+    ph = record_heap_new();
+    if (ph == NULL) return NULL;
     ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
     for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
     prof_attach(h);
@@ -136,95 +56,6 @@ prof_heap_t *prof_heap_state(heap_t *h) {
   }
   if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
   return ph;
-}
-
-/* ---------------------------------------------------------------------------
- * The record: stacks and sampled blocks, under prof_lock.
- * ------------------------------------------------------------------------- */
-static uint64_t stack_hash(const uintptr_t *pcs, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull ^ n;
-  for (size_t i = 0; i < n; i++) {
-    h ^= pcs[i];
-    h *= 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  return h;
-}
-
-static bool buckets_grow(void) {
-  size_t count = bucket_count ? bucket_count * 2 : 512;
-  prof_stack_t **nb = prof_map(count * sizeof(*nb));
-  if (nb == NULL) return false;
-  for (prof_stack_t *s = stacks_all; s; s = s->all_next) {
-    size_t i = s->hash & (count - 1);
-    s->hash_next = nb[i];
-    nb[i] = s;
-  }
-  if (buckets) prof_unmap(buckets, bucket_count * sizeof(*buckets));
-  buckets = nb;
-  bucket_count = count;
-  return true;
-}
-
-static prof_stack_t *stack_find(const uintptr_t *pcs, size_t n) {
-  uint64_t h = stack_hash(pcs, n);
-  if (bucket_count > 0) {
-    for (prof_stack_t *s = buckets[h & (bucket_count - 1)]; s; s = s->hash_next)
-      if (s->hash == h && s->depth == n && memcmp(s->pc, pcs, n * sizeof(*pcs)) == 0) return s;
-  }
-  if (stack_count >= bucket_count && !buckets_grow() && bucket_count == 0) return NULL;
-  prof_stack_t *s = arena_take(sizeof(*s) + n * sizeof(uintptr_t));
-  if (s == NULL) return NULL;
-  memset(s, 0, sizeof(*s));
-  s->hash = h;
-  s->depth = (uint32_t)n;
-  memcpy(s->pc, pcs, n * sizeof(*pcs));
-  size_t i = h & (bucket_count - 1);
-  s->hash_next = buckets[i];
-  buckets[i] = s;
-  s->all_next = stacks_all;
-  stacks_all = s;
-  stack_count++;
-  return s;
-}
-
-static uint32_t sample_take(void) {
-  if (sample_free != 0) {
-    uint32_t i = sample_free;
-    sample_free = samples[i].next_free;
-    return i;
-  }
-  if (sample_top + 1 >= sample_cap) {
-    if (sample_cap >= (1u << 30)) return 0;
-    uint32_t cap = sample_cap ? sample_cap * 2 : 4096;
-    prof_sample_t *ns = prof_map((size_t)cap * sizeof(*ns));
-    if (ns == NULL) return 0;
-    if (samples) {
-      memcpy(ns, samples, (size_t)sample_top * sizeof(*ns));
-      prof_unmap(samples, (size_t)sample_cap * sizeof(*samples));
-    }
-    samples = ns;
-    sample_cap = cap;
-    if (sample_top == 0) sample_top = 1; /* 0 means "no record" */
-  }
-  return sample_top++;
-}
-
-static void sample_drop(uint32_t i) {
-  prof_sample_t *e = &samples[i];
-  prof_stack_t *s = e->stack;
-  s->live_n -= e->weight;
-  s->live_b -= e->bytes;
-  s->live_samples--;
-  if (s->live_samples == 0) s->live_n = s->live_b = 0; /* no rounding residue */
-  live_bytes -= e->bytes;
-  live_samples--;
-  if (live_samples == 0) live_bytes = 0;
-  if (live_bytes < interval_base) interval_base = live_bytes;
-  e->heap->live--;
-  e->addr = 0;
-  e->next_free = sample_free;
-  sample_free = i;
 }
 
 /* The owner's flag, ordered with the code around it as a signal handler
@@ -242,33 +73,31 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sa
   size_t n = unwind_backtrace(pcs, PROF_FRAMES);
   double weight = prof_sample_weight(ph, c, sampled);
   double bytes = (double)requested * weight;
+  uint64_t hash = record_stack_hash(pcs, n);
+  prof_stack_t *s = record_stack_seen(pcs, n, hash);
+  /* A huge block may be freed by any thread (free_checked): it enters the
+   * record at once. The others wait in the heap's batch. */
+  bool batch = !(pg->flags & PAGE_HUGE);
   bool dump = false;
-  lock_acquire(&prof_lock);
-  prof_stack_t *s = stack_find(pcs, n);
-  uint32_t i = s ? sample_take() : 0;
-  if (i != 0) {
-    prof_sample_t *e = &samples[i];
-    e->addr = (uintptr_t)pg->start;
+  lock_acquire(&ph->drops_lock);
+  if (s == NULL || !batch || ph->pending_count == PROF_PENDING_BATCH) {
+    record_lock();
+    record_drops_flush(ph);
+    dump = record_pending_flush(ph, true);
+    if (s == NULL) s = record_stack_find(pcs, n, hash);
+    if (s != NULL && !batch) pg->prof_slot = record_sample_enter(ph, s, pg, weight, bytes, &dump);
+    record_unlock();
+  }
+  if (s != NULL && batch) {
+    uint32_t k = ph->pending_count++;
+    prof_pending_t *e = &ph->pending[k];
     e->stack = s;
-    e->heap = ph;
+    e->pg = pg;
     e->weight = weight;
     e->bytes = bytes;
-    s->alloc_n += weight;
-    s->alloc_b += bytes;
-    s->live_n += weight;
-    s->live_b += bytes;
-    s->live_samples++;
-    ph->live++;
-    live_samples++;
-    live_bytes += bytes;
-    int64_t interval = option_load(profile_interval);
-    if (interval > 0 && live_bytes >= interval_base + (double)interval) {
-      interval_base = live_bytes;
-      dump = true;
-    }
-    pg->prof_slot = i;
+    pg->prof_slot = PROF_SLOT_PENDING | k;
   }
-  lock_release(&prof_lock);
+  lock_release(&ph->drops_lock);
   set_busy(ph, 0);
   if (dump) {
     atomic_store_relaxed(&brisk_read_mostly.prof_dump_requested, 1);
@@ -285,22 +114,47 @@ void prof_forget(page_t *pg, heap_t *caller) {
   uint32_t i = pg->prof_slot;
   pg->prof_slot = 0;
   if (ph != NULL) set_busy(ph, 1);
-  lock_acquire(&prof_lock);
-  /* Descriptors are cleared when their span or mapping is handed out
-   * again, so a slot names its own record (unless the record went with
-   * its destroyed heap: then no block is freed through it). */
-  if (i < sample_top && samples[i].addr != 0) sample_drop(i);
-  lock_release(&prof_lock);
+  record_lock();
+  record_sample_forget(i);
+  record_unlock();
   if (ph != NULL) set_busy(ph, 0);
+}
+
+void prof_forget_owned(page_t *pg, heap_t *owner) {
+  prof_heap_t *ph = owner->prof;
+  if (ph == NULL) { /* no batches: its slot is the record's */
+    prof_forget(pg, NULL);
+    return;
+  }
+  if (ph->busy) return; /* as in prof_forget */
+  set_busy(ph, 1);
+  lock_acquire(&ph->drops_lock);
+  uint32_t i = pg->prof_slot;
+  pg->prof_slot = 0;
+  if (i & PROF_SLOT_PENDING) {
+    ph->pending[i & ~PROF_SLOT_PENDING].pg = NULL; /* counted as allocated only */
+  } else if (i != 0) {
+    if (ph->drop_count == PROF_DROP_BATCH) {
+      record_lock();
+      record_drops_flush(ph);
+      record_unlock();
+    }
+    ph->drops[ph->drop_count++] = i;
+  }
+  lock_release(&ph->drops_lock);
+  set_busy(ph, 0);
 }
 
 void prof_forget_heap(heap_t *h) {
   prof_heap_t *ph = h->prof;
   if (ph == NULL) return;
-  lock_acquire(&prof_lock);
-  for (uint32_t i = 1; ph->live > 0 && i < sample_top; i++)
-    if (samples[i].addr != 0 && samples[i].heap == ph) sample_drop(i);
-  lock_release(&prof_lock);
+  lock_acquire(&ph->drops_lock);
+  record_lock();
+  record_drops_flush(ph);
+  record_pending_flush(ph, false);
+  record_heap_forget(ph);
+  record_unlock();
+  lock_release(&ph->drops_lock);
 }
 
 /* ---------------------------------------------------------------------------
@@ -309,51 +163,12 @@ void prof_forget_heap(heap_t *h) {
 /* ---------------------------------------------------------------------------
  * Dumps, under dump_lock.
  * ------------------------------------------------------------------------- */
-static prof_snap_t *snap;
-static size_t snap_cap;
-
-static uint64_t rounded(double v) { return v <= 0.5 ? 0 : (uint64_t)(v + 0.5); }
-
-/* The counts of every stack at one instant; false when out of memory. */
-static bool snapshot(size_t *count) {
-  lock_acquire(&prof_lock);
-  size_t n = stack_count;
-  if (n > snap_cap) {
-    lock_release(&prof_lock);
-    size_t cap = snap_cap ? snap_cap : 1024;
-    while (cap < n + 64) cap *= 2;
-    prof_snap_t *ns = prof_map(cap * sizeof(*ns));
-    if (ns == NULL) return false;
-    if (snap) prof_unmap(snap, snap_cap * sizeof(*snap));
-    snap = ns;
-    snap_cap = cap;
-    lock_acquire(&prof_lock);
-  }
-  size_t k = 0;
-  for (prof_stack_t *s = stacks_all; s && k < snap_cap; s = s->all_next) {
-    prof_snap_t *e = &snap[k];
-    e->pc = s->pc;
-    e->depth = s->depth;
-    e->live_n = rounded(s->live_n);
-    e->live_b = rounded(s->live_b);
-    e->alloc_n = rounded(s->alloc_n);
-    e->alloc_b = rounded(s->alloc_b);
-    e->samples = s->live_samples;
-    if (e->alloc_n == 0 && e->alloc_b == 0) continue;
-    if (e->live_b == 0) e->live_n = 0;
-    if (e->live_n == 0) e->live_b = 0;
-    k++;
-  }
-  lock_release(&prof_lock);
-  prof_snap_sort(snap, k);
-  *count = k;
-  return true;
-}
-
 static bool out_ready(void) {
-  if (out_buf == NULL) out_buf = prof_map(PROF_OUT_BYTES);
+  if (out_buf == NULL) out_buf = record_map(PROF_OUT_BYTES);
   return out_buf != NULL;
 }
+
+static const prof_snap_t *snap; /* the dump's snapshot (dump_lock) */
 
 static int write_heap(int fd, size_t n) { return prof_write_heap(fd, snap, n, out_buf); }
 static int write_collapsed(int fd, size_t n) { return prof_write_collapsed(fd, snap, n, out_buf); }
@@ -372,7 +187,7 @@ static int write_file(const char *path, int (*write)(int, size_t), size_t n) {
  * ending in .heap: .collapsed instead; otherwise path.collapsed). */
 static int dump_to(const char *path) {
   size_t n;
-  if (!out_ready() || !snapshot(&n)) {
+  if (!out_ready() || !record_snapshot(&snap, &n)) {
     report_warning("heap profile: no memory for the dump of %s", path);
     return ENOMEM;
   }
@@ -415,7 +230,7 @@ void prof_poll_slow(void) {
 /* The leak report: sampled blocks still live at exit, by stack. */
 static void leak_report(void) {
   size_t n;
-  if (!out_ready() || !snapshot(&n)) return;
+  if (!out_ready() || !record_snapshot(&snap, &n)) return;
   prof_write_leaks(snap, n, out_buf, option_load(profile_rate));
 }
 
@@ -541,17 +356,16 @@ void prof_at_exit(void) {
   lock_release(&dump_lock);
 }
 
-/* The record's lock is held only for table updates, with no call out of
- * this file but the platform's mmap: the fork waits for it. A dump may
- * run for long (files, the loader's symbol lookups): the fork does not
- * wait for it, and the child, which has no dumping thread, starts with
- * the lock free. */
-void prof_fork_prepare(void) { lock_acquire(&prof_lock); }
+/* The fork waits for the record's lock (profile_record.c). A dump may run
+ * for long (files, the loader's symbol lookups): the fork does not wait
+ * for it, and the child, which has no dumping thread, starts with the lock
+ * free. */
+void prof_fork_prepare(void) { record_fork_prepare(); }
 
-void prof_fork_parent(void) { lock_release(&prof_lock); }
+void prof_fork_parent(void) { record_fork_parent(); }
 
 void prof_fork_child(void) {
-  lock_reset(&prof_lock);
+  record_fork_child();
   lock_reset(&dump_lock);
   /* The child's dumps are its own: its pid names them, numbered from 0.
    * The blocks the parent had sampled are in the child's memory too. */

@@ -70,6 +70,10 @@ BRISK_INTERNAL void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsign
 /* A large or huge block whose descriptor has a prof_slot is freed, by the
  * thread whose heap is `caller` (NULL: none). */
 BRISK_INTERNAL void prof_forget(page_t *pg, heap_t *caller) BRISK_NOINLINE;
+/* The same for a block of owner's own segments freed on its behalf (a
+ * large block, a first-class heap's huge block): forgotten in owner's
+ * batch, under the record's lock at owner's next sample. */
+BRISK_INTERNAL void prof_forget_owned(page_t *pg, heap_t *owner) BRISK_NOINLINE;
 /* Every sampled block of h goes (heap_destroy). */
 BRISK_INTERNAL void prof_forget_heap(heap_t *h);
 /* A round of the background thread (heaps_background_round): a dump that

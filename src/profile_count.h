@@ -11,7 +11,23 @@
 #include "block.h"
 #include "heap_types.h"
 
-/* The profiler's state of one heap (owner only, like the heap). */
+#define PROF_DROP_BATCH 64
+#define PROF_PENDING_BATCH 64
+/* A descriptor's prof_slot with this bit: the sample is entry (slot &
+ * ~PROF_SLOT_PENDING) of its heap's pending batch, not yet in the record. */
+#define PROF_SLOT_PENDING 0x80000000u
+
+typedef struct prof_stack_s prof_stack_t; /* a stack in the record (profile.c) */
+
+/* A sample of a large block not yet in the record. */
+typedef struct prof_pending_s {
+  prof_stack_t *stack;
+  page_t *pg; /* the block's descriptor; NULL once freed */
+  double weight, bytes;
+} prof_pending_t;
+
+/* The profiler's state of one heap (owner only, like the heap, but for
+ * its batch of forgotten samples). */
 typedef struct prof_heap_s {
   int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
   uint64_t rng;
@@ -20,6 +36,21 @@ typedef struct prof_heap_s {
                                 interrupts it (a signal handler) neither
                                 samples nor waits for the lock */
   uint32_t live;             /* its sampled blocks still live (under the lock) */
+  /* Batches, so that the record's lock (shared by every thread) is taken
+   * once per PROF_PENDING_BATCH samples rather than twice per sample: the
+   * samples of large blocks (any block the profiler samples but a huge
+   * one) not yet entered in the record, each with its stack (found without
+   * the lock), and the record's entries of this heap's blocks freed and
+   * not yet forgotten. Both are emptied into the record by the owner when
+   * one is full; a dump reads the pending samples and empties the drops of
+   * every heap. drops_lock guards both (the owner, a dump, a free on an
+   * abandoned heap's behalf). Lock order: drops_lock, then the record's. */
+  brisk_lock_t drops_lock;
+  uint32_t drop_count;
+  uint32_t pending_count;
+  uint32_t drops[PROF_DROP_BATCH];
+  prof_pending_t pending[PROF_PENDING_BATCH];
+  struct prof_heap_s *all_next; /* every heap state (the record's lock) */
   double weight_rate;        /* the rate weight[] was computed for */
   double weight[CLASS_COUNT]; /* 1 / the probability that a block of the
                                 class is sampled; 0: not computed yet */

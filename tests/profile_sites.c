@@ -17,6 +17,11 @@
  *                              with BRISK_FAULT_RATE): nothing may crash
  *   profile_sites idle MS      allocate a little, then sleep MS ms (a dump
  *                              on a signal must still be written)
+ *   profile_sites few DIR      make_few: 8 x 100000 B, dumped to DIR/few1.heap
+ *                              while live, 3 freed, dumped to DIR/few2.heap
+ *                              (fewer samples than a heap's batch holds: the
+ *                              dumps must count samples not yet in the
+ *                              record, and forget the freed ones)
  *
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
  * make_early before main runs.
@@ -84,6 +89,14 @@ __attribute__((constructor)) static void before_main(void) {
   for (int i = 0; i < N_EARLY; i++) early[i] = make_early();
 }
 
+enum { N_FEW = 8, FEW = 100000, FEW_FREED = 3 };
+
+__attribute__((noinline)) void *make_few(void) {
+  char *p = malloc(FEW);
+  if (p) memset(p, 6, FEW);
+  return p;
+}
+
 typedef int (*dump_fn)(const char *);
 
 static dump_fn find_dump(void) {
@@ -110,6 +123,21 @@ static int run_sites(const char *path) {
   for (int i = 0; i < N_BUFFERS; i++) free(buffers[i]);
   /* leaked[] is dropped here: its blocks are the leak */
   memset(leaked, 0, sizeof leaked);
+  return 0;
+}
+
+static int run_few(const char *dir) {
+  dump_fn dump = find_dump();
+  void *few[N_FEW];
+  for (int i = 0; i < N_FEW; i++)
+    if ((few[i] = make_few()) == NULL) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/few1.heap", dir);
+  if (dump(path) != 0) return fprintf(stderr, "profile_sites: dump %s failed\n", path), 1;
+  for (int i = 0; i < FEW_FREED; i++) free(few[i]);
+  snprintf(path, sizeof path, "%s/few2.heap", dir);
+  if (dump(path) != 0) return fprintf(stderr, "profile_sites: dump %s failed\n", path), 1;
+  for (int i = FEW_FREED; i < N_FEW; i++) free(few[i]);
   return 0;
 }
 
@@ -148,6 +176,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "sites") == 0) return run_sites(argv[2]);
   if (argc == 3 && strcmp(argv[1], "faults") == 0) return run_faults(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "idle") == 0) return run_idle(atoi(argv[2]));
+  if (argc == 3 && strcmp(argv[1], "few") == 0) return run_few(argv[2]);
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS\n");
   return 2;
 }

@@ -235,6 +235,21 @@ def test_sites(tmp, pprof):
               "google-pprof (in use, at exit): freed sites show bytes: %s" % flat)
 
 
+def test_few_samples(tmp):
+    """Fewer samples than a heap keeps in its batch before it enters them
+    in the record: a dump still counts them, and forgets the freed ones."""
+    r = run(["few", tmp], {"BRISK_PROFILE": os.path.join(tmp, "few"), "BRISK_PROFILE_RATE": "4096"})
+    if not check(r.returncode == 0, "profile_sites few: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
+        return
+    # at 4 KiB, a 100000-byte block is sampled with probability 1 - e^-24
+    for name, live in (("few1", 8), ("few2", 5)):
+        coll = read_collapsed(os.path.join(tmp, name + ".collapsed"))
+        got = sum(n for stack, n in coll if any(f.startswith("make_few") for f in stack))
+        check(near(got, live * 100000), "%s.collapsed: make_few has %d bytes in use, truth %d"
+              % (name, got, live * 100000))
+        print("[profile] %s: make_few %d bytes in use (truth %d)" % (name, got, live * 100000))
+
+
 def test_signal(tmp):
     """A dump on the signal while the program sleeps: written by the
     background thread, before the exit."""
@@ -342,6 +357,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="brisk-profile-")
     try:
         test_sites(tmp, pprof)
+        test_few_samples(tmp)
         test_signal(tmp)
         test_interval(tmp)
         test_off_and_leaks_alone(tmp)
