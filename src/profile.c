@@ -70,7 +70,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sa
   prof_heap_t *ph = h->prof;
   uintptr_t pcs[PROF_FRAMES];
   set_busy(ph, 1); /* to the end: an allocation in a signal handler here takes no sample */
-  size_t n = unwind_backtrace(pcs, PROF_FRAMES);
+  size_t n = unwind_backtrace(pcs, PROF_FRAMES, &ph->walk_memo);
   double weight = prof_sample_weight(ph, c, sampled);
   double bytes = (double)requested * weight;
   uint64_t hash = record_stack_hash(pcs, n);

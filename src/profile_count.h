@@ -10,6 +10,7 @@
 
 #include "block.h"
 #include "heap_types.h"
+#include "stackwalk.h"
 
 #define PROF_DROP_BATCH 64
 #define PROF_PENDING_BATCH 64
@@ -51,6 +52,7 @@ typedef struct prof_heap_s {
   uint32_t drops[PROF_DROP_BATCH];
   prof_pending_t pending[PROF_PENDING_BATCH];
   struct prof_heap_s *all_next; /* every heap state (the record's lock) */
+  walk_memo_t walk_memo;     /* the last sample's frames (stackwalk.h) */
   double weight_rate;        /* the rate weight[] was computed for */
   double weight[CLASS_COUNT]; /* 1 / the probability that a block of the
                                 class is sampled; 0: not computed yet */

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -416,6 +417,7 @@ static rule_t find_rule(uintptr_t pc, const uint8_t *hdr, uintptr_t dbase) {
 typedef struct {
   uintptr_t start, end;
   void *eh_frame;
+  bool permanent; /* never unloaded (below) */
 } walk_object_t;
 
 /* Objects that are never unloaded, found once: the main program (the
@@ -430,20 +432,21 @@ static bool object_holds(const struct dl_find_object *dlfo, uintptr_t addr) {
   return addr - (uintptr_t)dlfo->dlfo_map_start < (uintptr_t)dlfo->dlfo_map_end - (uintptr_t)dlfo->dlfo_map_start;
 }
 
-static void permanent_note(const struct dl_find_object *dlfo) {
+static bool permanent_note(const struct dl_find_object *dlfo) {
   const struct link_map *map = dlfo->dlfo_link_map;
   int which;
   if (map != NULL && map->l_prev == NULL && map->l_name != NULL && map->l_name[0] == '\0') which = PERMANENT_MAIN;
   else if (object_holds(dlfo, (uintptr_t)&permanent_note)) which = PERMANENT_SELF;
   else if (object_holds(dlfo, (uintptr_t)&getpid)) which = PERMANENT_LIBC;
-  else return;
+  else return false;
   int expected = 0;
   if (!atomic_compare_exchange_strong_explicit(&permanent_known[which], &expected, 1, memory_order_relaxed,
                                                memory_order_relaxed))
-    return;
-  walk_object_t o = {(uintptr_t)dlfo->dlfo_map_start, (uintptr_t)dlfo->dlfo_map_end, dlfo->dlfo_eh_frame};
+    return true;
+  walk_object_t o = {(uintptr_t)dlfo->dlfo_map_start, (uintptr_t)dlfo->dlfo_map_end, dlfo->dlfo_eh_frame, true};
   permanent[which] = o;
   atomic_store_explicit(&permanent_known[which], 2, memory_order_release);
+  return true;
 }
 
 static bool object_find(uintptr_t pc, walk_object_t *obj) {
@@ -456,9 +459,9 @@ static bool object_find(uintptr_t pc, walk_object_t *obj) {
   }
   struct dl_find_object dlfo;
   if (_dl_find_object((void *)pc, &dlfo) != 0) return false;
-  walk_object_t o = {(uintptr_t)dlfo.dlfo_map_start, (uintptr_t)dlfo.dlfo_map_end, dlfo.dlfo_eh_frame};
+  walk_object_t o = {(uintptr_t)dlfo.dlfo_map_start, (uintptr_t)dlfo.dlfo_map_end, dlfo.dlfo_eh_frame, false};
+  o.permanent = permanent_note(&dlfo);
   *obj = o;
-  permanent_note(&dlfo);
   return true;
 }
 
@@ -481,16 +484,31 @@ static rule_t rule_at(uintptr_t pc, walk_object_t *obj) {
 
 /* The walk from the caller of this function; SIZE_MAX when a frame needs
  * libgcc's walk. */
-static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi) {
+_Static_assert(sizeof(rule_t) <= sizeof(((walk_memo_t *)0)->rule[0]), "a rule fits a memo entry");
+
+static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
+                                                       walk_memo_t *memo) {
   uintptr_t pc, rsp, rbp;
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(rsp), "=r"(rbp));
   size_t n = 0;
   bool leading = true, first = true;
-  walk_object_t obj = {0, 0, NULL};
+  walk_object_t obj = {0, 0, NULL, false};
   for (unsigned frames = 0; frames < 256; frames++) {
     /* A return address points after its call: its rule is the call's. */
-    rule_t r = rule_at(first ? pc : pc - 1, &obj);
+    uintptr_t at = first ? pc : pc - 1;
     first = false;
+    rule_t r;
+    if (memo != NULL && frames < WALK_MEMO_FRAMES && memo->pc[frames] == at) {
+      memcpy(&r, memo->rule[frames], sizeof(r));
+    } else {
+      r = rule_at(at, &obj);
+      if (memo != NULL && frames < WALK_MEMO_FRAMES) {
+        /* Only an object never unloaded: the memo's rules are not checked
+         * against the object's mapping, as the cache's are. */
+        memo->pc[frames] = r.kind == RULE_OK && obj.permanent ? at : 0;
+        memcpy(memo->rule[frames], &r, sizeof(r));
+      }
+    }
     if (r.kind == RULE_END) break;
     if (r.kind != RULE_OK) return SIZE_MAX;
     uintptr_t cfa = (r.cfa_rbp ? rbp : rsp) + (uintptr_t)(intptr_t)r.cfa_off;
@@ -511,7 +529,7 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
 }
 #endif
 
-size_t unwind_backtrace(uintptr_t *pcs, size_t max) {
+size_t unwind_backtrace(uintptr_t *pcs, size_t max, walk_memo_t *memo) {
   if (max == 0) return 0;
   self_range();
   uintptr_t lo = 0, hi = 0;
@@ -520,7 +538,7 @@ size_t unwind_backtrace(uintptr_t *pcs, size_t max) {
     hi = self_hi;
   }
 #if defined(__x86_64__) && defined(DLFO_STRUCT_HAS_EH_DBASE)
-  size_t n = fast_backtrace(pcs, max, lo, hi);
+  size_t n = fast_backtrace(pcs, max, lo, hi, memo);
   if (n != SIZE_MAX) {
     if (BRISK_DEBUG_LEVEL >= 2) { /* internal checks: libgcc's walk finds the same frames */
       uintptr_t check[64];
@@ -530,6 +548,8 @@ size_t unwind_backtrace(uintptr_t *pcs, size_t max) {
     }
     return n;
   }
+#else
+  (void)memo;
 #endif
   return libgcc_backtrace(pcs, max, lo, hi);
 }

@@ -21,13 +21,24 @@
 
 #include "config.h"
 
+/* The rules of the frames of a thread's last walk, by depth: a frame whose
+ * return address is the one at its depth last time, in an object that is
+ * never unloaded (the program, libbrisk, the C library), takes its rule
+ * from here without a lookup (a sample's stack is most often the last
+ * one). Owned by one thread (the profiler's heap state); opaque. */
+#define WALK_MEMO_FRAMES 16
+typedef struct walk_memo_s {
+  uintptr_t pc[WALK_MEMO_FRAMES]; /* 0: none */
+  uint64_t rule[WALK_MEMO_FRAMES][2];
+} walk_memo_t;
+
 /* Up to `max` return addresses of the calling thread's stack, the
  * innermost first, leaving out the frames of brisk's own code when brisk
  * is a shared object of its own (libbrisk.so): the first address is then
  * in the function that called malloc (or new, or brisk_malloc...). Linked
  * statically into the program, brisk's frames head the stack. Safe in any
  * thread, before main and in a forked child; never allocates. */
-BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max);
+BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max, walk_memo_t *memo);
 
 /* The symbol that contains addr, if the dynamic symbol tables name one:
  * *name (NULL if none) and *offset into it; *object the file of the
