@@ -277,7 +277,9 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   if (seg == NULL) {
     void *p;
     size_t map_align = alignment > SEGMENT_SIZE ? alignment : SEGMENT_SIZE;
-    if (os_map_aligned(mapped, map_align, &p) != 0) return NULL;
+    int err = option_load(huge_pages) ? os_map_huge_pages(mapped, map_align, &p)
+                                      : os_map_aligned(mapped, map_align, &p);
+    if (err != 0) return NULL;
     seg = p;
   }
   segment_init_header(seg, mapped + tail, SEGMENT_HUGE);

@@ -57,7 +57,7 @@ static int map_raw(size_t size, void **out) {
   return 0;
 }
 
-int os_map_aligned(size_t size, size_t align, void **out) {
+static int map_aligned(size_t size, size_t align, int advice, void **out) {
   void *p;
   int err = map_raw(size, &p);
   if (err) return err;
@@ -74,12 +74,19 @@ int os_map_aligned(size_t size, size_t align, void **out) {
   if (tail) os_unmap((void *)(aligned + size), tail);
   p = (void *)aligned;
 done:
-  /* Transparent huge pages would turn a 64 KiB touch into 2 MiB of RSS. */
-  madvise(p, size, MADV_NOHUGEPAGE);
+  madvise(p, size, advice);
   STAT_LEVEL(mapped_bytes, (int64_t)size);
   *out = p;
   return 0;
 }
+
+/* Transparent huge pages would turn a 64 KiB touch into 2 MiB of RSS:
+ * never for segments and the profiler's memory. */
+int os_map_aligned(size_t size, size_t align, void **out) { return map_aligned(size, align, MADV_NOHUGEPAGE, out); }
+
+/* A huge block is written over most of its length: a fault per 2 MiB
+ * rather than per 4 KiB (docs/DESIGN.md, "Returning memory"). */
+int os_map_huge_pages(size_t size, size_t align, void **out) { return map_aligned(size, align, MADV_HUGEPAGE, out); }
 
 int os_unmap(void *p, size_t size) {
   STAT_COUNT(munmap_calls, 1);

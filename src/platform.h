@@ -12,8 +12,12 @@
 #include "config.h"
 
 /* Map `size` bytes of fresh zeroed read-write memory whose start is a
- * multiple of `align` (a power of two, >= the OS page size). */
+ * multiple of `align` (a power of two, >= the OS page size), never backed
+ * by transparent huge pages. */
 BRISK_INTERNAL int os_map_aligned(size_t size, size_t align, void **out);
+/* The same, for memory that may be backed by transparent huge pages
+ * (MADV_HUGEPAGE: where the kernel's setting is "madvise" or "always"). */
+BRISK_INTERNAL int os_map_huge_pages(size_t size, size_t align, void **out);
 /* Unmap a range obtained from os_map_aligned (or a page-aligned part). */
 BRISK_INTERNAL int os_unmap(void *p, size_t size);
 /* Give the physical pages of a range back to the OS now: the range stays

@@ -7,7 +7,9 @@
  * of its size first (the span cache), a second free of it is reported, and
  * the cached spans go back to the OS after the delay without another call;
  * a segment taken back from the pool of empty segments before its purge
- * still has its resident free slices purged after the delay.
+ * still has its resident free slices purged after the delay. A block over
+ * 2 MiB is mapped with MADV_HUGEPAGE (it may be backed by transparent huge
+ * pages), unless BRISK_HUGE_PAGES is 0; segments never are.
  * ctest-labels: sanitize */
 #include <brisk.h>
 
@@ -193,6 +195,52 @@ static void pool_reuse_purged(void) {
   CHECK(ret == NULL, "segment taken back from the pool: %s 5 s later", (const char *)ret);
 }
 
+/* The advice on the mapping that holds p, from its VmFlags in
+ * /proc/self/smaps: 'h' MADV_HUGEPAGE, 'n' MADV_NOHUGEPAGE, 0 neither, -1
+ * not found. */
+static int mapping_advice(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return -1;
+  char line[1024];
+  int in = 0, advice = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    char dash;
+    if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      continue;
+    }
+    if (in && strncmp(line, "VmFlags:", 8) == 0) {
+      advice = strstr(line, " hg") ? 'h' : strstr(line, " nh") ? 'n' : 0;
+      break;
+    }
+  }
+  fclose(f);
+  return advice;
+}
+
+static void huge_pages(void) {
+  char *small = malloc(1000), *large = malloc(1 << 20), *huge = malloc(8 << 20);
+  CHECK(small && large && huge, "malloc failed");
+  if (!small || !large || !huge) return;
+  memset(huge, 1, 4096);
+  CHECK(mapping_advice(small) == 'n', "a segment's mapping has advice %d, not MADV_NOHUGEPAGE", mapping_advice(small));
+  CHECK(mapping_advice(large) == 'n', "a large block's segment has advice %d, not MADV_NOHUGEPAGE",
+        mapping_advice(large));
+  CHECK(mapping_advice(huge) == 'h', "an 8 MiB block's mapping has advice %d, not MADV_HUGEPAGE", mapping_advice(huge));
+  long was = -1;
+  CHECK(brisk_option_get("HUGE_PAGES", &was) == 0 && was == 1, "BRISK_HUGE_PAGES reads %ld, default 1", was);
+  CHECK(brisk_option_set("HUGE_PAGES", 0) == 0, "BRISK_HUGE_PAGES cannot be set to 0");
+  char *plain = malloc(12 << 20); /* larger than any mapping freed so far: a new one */
+  CHECK(plain != NULL && mapping_advice(plain) == 'n', "with BRISK_HUGE_PAGES=0 a 12 MiB block's mapping has advice %d",
+        plain ? mapping_advice(plain) : -1);
+  brisk_option_set("HUGE_PAGES", 1);
+  free(plain);
+  free(huge);
+  free(large);
+  free(small);
+}
+
 int main(void) {
   char stats[4096];
   brisk_stats_json(stats, sizeof stats);
@@ -205,11 +253,13 @@ int main(void) {
   tail_purged_after_delay();
   span_cache();
   pool_reuse_purged();
+  huge_pages();
   CHECK(brisk_errors_reported() == 1, "brisk reported %d bad inputs, not the 1 made", (int)brisk_errors_reported());
   if (failures) {
     printf("test_large_blocks: %d failures\n", failures);
     return 1;
   }
-  printf("test_large_blocks: usable sizes, growth in place, tail purge, span cache and pool reuse as documented\n");
+  printf("test_large_blocks: usable sizes, growth in place, tail purge, span cache, pool reuse and huge-page advice "
+         "as documented\n");
   return 0;
 }

@@ -132,7 +132,7 @@ pub fn option(name: &str) -> std::io::Result<i64> {
 }
 
 /// Change one of brisk's options while the program runs (those the README
-/// marks so: `PURGE_DELAY`, `SEGMENT_CACHE`, `ON_ERROR`, `SHOW_STATS`,
+/// marks so: `PURGE_DELAY`, `SEGMENT_CACHE`, `HUGE_PAGES`, `ON_ERROR`, `SHOW_STATS`,
 /// `BACKGROUND`, `PROFILE_RATE`, `PROFILE_INTERVAL`, `PROFILE_LEAKS`). Errors are reported by brisk on stderr too: `NotFound`
 /// for a name that is no option, `InvalidInput` for a value out of range,
 /// `PermissionDenied` for an option read at start-up only.
