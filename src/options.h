@@ -35,7 +35,7 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
     "a background thread returns memory at its purge deadline (0/1)")          \
   X(segment_cache, SEGMENT_CACHE, 32, 0, SEGMENT_CACHE_MAX, 1,                  \
     "empty 4 MiB segments kept mapped for reuse (their pages are purged)")     \
-  X(huge_pages, HUGE_PAGES, 1, 0, 1, 1,                                         \
+  X(huge_pages, HUGE_PAGES, 0, 0, 1, 1,                                         \
     "blocks over 2 MiB may be backed by transparent huge pages (0/1)")         \
   X(fault_after, FAULT_AFTER, -1, -1, OPTION_MAX, 0,                            \
     "testing: OS memory requests fail after this many (-1: never)")            \

@@ -108,7 +108,7 @@ static void test_defaults(void) {
   section("every option reads back");
   static const struct { const char *name; long def; } opts[] = {
       {"VERBOSE", 0}, {"SHOW_STATS", 0}, {"PURGE_DELAY", 50}, {"ON_ERROR", 0},
-      {"BACKGROUND", 1}, {"SEGMENT_CACHE", 32}, {"HUGE_PAGES", 1}, {"FAULT_AFTER", -1}, {"FAULT_RATE", 0},
+      {"BACKGROUND", 1}, {"SEGMENT_CACHE", 32}, {"HUGE_PAGES", 0}, {"FAULT_AFTER", -1}, {"FAULT_RATE", 0},
   };
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     char full[64];
