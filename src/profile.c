@@ -126,7 +126,14 @@ void prof_forget_owned(page_t *pg, heap_t *owner) {
     prof_forget(pg, NULL);
     return;
   }
-  if (ph->busy) return; /* as in prof_forget */
+  if (ph->busy) { /* as in prof_forget; but a pending sample must not keep pointing at a freed descriptor */
+    uint32_t i = pg->prof_slot;
+    if (i & PROF_SLOT_PENDING) {
+      pg->prof_slot = 0;
+      __atomic_store_n(&ph->pending[i & ~PROF_SLOT_PENDING].pg, NULL, __ATOMIC_RELAXED);
+    }
+    return;
+  }
   set_busy(ph, 1);
   lock_acquire(&ph->drops_lock);
   uint32_t i = pg->prof_slot;
