@@ -3,9 +3,9 @@
  * is a call to a noinline function in another file.
  *
  * Expected cost (x86-64, gcc 12 -O3, to the ret): malloc(<= 1 KiB) 20
- * instructions, a local free 37 (the registry lookup, the exact block
+ * instructions, a local free 34 (the registry lookup, the exact block
  * index and the double-free test included); a malloc(32)/free pair with
- * its calling loop 67 under callgrind. bench/fastpath_counts.txt keeps the
+ * its calling loop 64 under callgrind. bench/fastpath_counts.txt keeps the
  * measured counts (scripts/fastpath_counts.sh writes it); the test
  * tests/test_fastpath_counts.sh fails if one grows, and if one falls until
  * the record is written again.

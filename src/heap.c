@@ -357,8 +357,8 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   pg->shift = 0;
   pg->capacity = 1;
   pg->reserved = 1;
-  pg->used = 1;
   pg->notify_at = 0;
+  page_set_used(pg, 1);
   pg->flags |= PAGE_LARGE;
   if (sampled) /* its tail stays unpurged (DESIGN.md, "Where a sample lives") */
     pg->block_size = (uint32_t)large_usable(pg, size);

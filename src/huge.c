@@ -296,7 +296,7 @@ page_t *huge_alloc(size_t size, size_t alignment) {
   pg->inv = 1;
   pg->capacity = 1;
   pg->reserved = 1;
-  pg->used = 1;
+  page_set_used(pg, 1);
   pg->flags = PAGE_IN_USE | PAGE_HUGE | (zero ? PAGE_ZERO : 0);
   for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) seg->pages[i].span = pg;
   atomic_store_relaxed(&seg->owner_tid, 0);

@@ -24,6 +24,10 @@
  *    used == blocks handed out and not yet back in free/local_free/inbox
  *    reserved - used == |free| + |local_free| + (blocks in transit to it)
  *    used carries PAGE_USED_BIAS while the page is its class's current page.
+ *    The descriptor stores until_notify = used - notify_at - 1 rather than
+ *    used (page_used() gives it back; a zeroed descriptor must be given
+ *    used 0): the free fast path's whole count is one decrement and a
+ *    branch on its sign.
  *  Ownership: every field of a page and of a segment's slice masks belongs
  *  to the thread that owns the segment's heap; other threads read only
  *  segment->owner_tid and segment->heap (atomics) and the descriptor
@@ -61,8 +65,8 @@ typedef struct page_s {
   /* Block index of an offset, exact or absurdly large (page_block_index):
    * block_size = odd * 2^shift, inv = odd^-1 mod 2^64. */
   uint64_t inv;
-  uint32_t used;          /* see the invariant above */
-  uint32_t notify_at;     /* free calls page_notify when used drops to this */
+  int64_t until_notify;   /* used - notify_at - 1 (the invariant above): the
+                             free that brings it below 0 calls page_notify */
   uint32_t area;          /* capacity * block_size: malloc's range check of free */
   uint32_t reserved;      /* blocks carved so far */
   uint8_t shift;
@@ -80,9 +84,30 @@ typedef struct page_s {
   uint32_t block_size;
   uint32_t prof_slot;     /* large and huge blocks: the profiler's record of the
                              block, if it was sampled (profile.h); 0: none */
+  uint32_t notify_at;     /* free calls page_notify when used drops to this
+                             (page_set_notify_at); UINT32_MAX: every free */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 13];
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 17];
 } page_t;
+
+/* Blocks of pg handed out and not back (the invariant above). */
+BRISK_INLINE uint32_t page_used(const page_t *pg) {
+  return (uint32_t)(pg->until_notify + (int64_t)pg->notify_at + 1);
+}
+
+BRISK_INLINE void page_set_used(page_t *pg, uint32_t used) {
+  pg->until_notify = (int64_t)used - (int64_t)pg->notify_at - 1;
+}
+
+/* used + delta (the bias, a block handed out or back). */
+BRISK_INLINE void page_add_used(page_t *pg, int64_t delta) { pg->until_notify += delta; }
+
+/* The count of used at which free calls page_notify; used is kept. */
+BRISK_INLINE void page_set_notify_at(page_t *pg, uint32_t at) {
+  uint32_t used = page_used(pg);
+  pg->notify_at = at;
+  page_set_used(pg, used);
+}
 
 /* page_t.in_full */
 enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2 };

@@ -47,8 +47,8 @@ static void queue_remove(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
   bool was_head = q->first == pg;
   LIST_REMOVE(q, pg, next, prev);
   if (was_head && c != 0) {
-    pg->used -= PAGE_USED_BIAS;
-    if (q->first) q->first->used += PAGE_USED_BIAS;
+    page_add_used(pg, -(int64_t)PAGE_USED_BIAS);
+    if (q->first) page_add_used(q->first, PAGE_USED_BIAS);
     direct_update(h, c);
   }
 }
@@ -56,7 +56,7 @@ static void queue_remove(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
 static void queue_push_back(heap_t *h, page_queue_t *q, page_t *pg, unsigned c) {
   LIST_PUSH_BACK(q, pg, next, prev);
   if (q->first == pg && c != 0) {
-    pg->used += PAGE_USED_BIAS;
+    page_add_used(pg, PAGE_USED_BIAS);
     direct_update(h, c);
   }
 }
@@ -65,8 +65,8 @@ static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c)
   page_t *old = q->first;
   LIST_PUSH_FRONT(q, pg, next, prev);
   if (c != 0) {
-    if (old) old->used -= PAGE_USED_BIAS;
-    pg->used += PAGE_USED_BIAS;
+    if (old) page_add_used(old, -(int64_t)PAGE_USED_BIAS);
+    page_add_used(pg, PAGE_USED_BIAS);
     direct_update(h, c);
   }
 }
@@ -188,7 +188,7 @@ static class_cache_t *page_class_cache(const page_t *pg) {
 static void cached_block_return(page_t *pg, block_t *b) {
   block_set_next(b, pg->local_free);
   pg->local_free = b;
-  pg->used--;
+  page_add_used(pg, -1);
   pg->cached--;
 }
 
@@ -250,7 +250,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;
-    pg->notify_at = UINT32_MAX;
+    page_set_notify_at(pg, UINT32_MAX);
   }
   heap_count_page(h, 1, false);
   return pg;
@@ -284,10 +284,10 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
     queue_remove(h, q, pg, c);
     if (r == PAGE_IS_FULL) {
       pg->in_full = PAGE_LIST_FULL;
-      if (!(pg->flags & PAGE_CACHED)) pg->notify_at = pg->capacity - 1;
+      if (!(pg->flags & PAGE_CACHED)) page_set_notify_at(pg, pg->capacity - 1);
     } else {
       pg->in_full = PAGE_LIST_BROKEN;
-      pg->notify_at = 0;
+      page_set_notify_at(pg, 0);
       pg->free = pg->local_free = page_list_end(pg);
     }
     queue_push_back(h, &h->full, pg, 0);
@@ -306,10 +306,10 @@ static void page_after_free(heap_t *h, page_t *pg) {
     unsigned c = pg->size_class;
     queue_remove(h, &h->full, pg, 0);
     pg->in_full = PAGE_LIST_QUEUE;
-    if (!(pg->flags & PAGE_CACHED)) pg->notify_at = 0;
+    if (!(pg->flags & PAGE_CACHED)) page_set_notify_at(pg, 0);
     queue_push_back(h, &h->queues[c], pg, c);
   }
-  if (pg->used == 0) page_retire(h, pg);
+  if (page_used(pg) == 0) page_retire(h, pg);
 }
 
 /* Give the blocks of pg back from the class cache to pg's list: its last
@@ -329,9 +329,9 @@ static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
  * page changes list, is retired, or (a large or huge block) goes back. */
 static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-  page_push_local(pg, b, pg->used - 1);
+  page_push_local(pg, b);
   if (pg->flags & PAGE_CACHED) {
-    if (pg->used <= pg->cached && pg->cached != 0)
+    if (page_used(pg) <= pg->cached && pg->cached != 0)
       class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
     page_after_free(h, pg);
     return;
@@ -353,15 +353,23 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   background_poll(); /* memory may wait now, and no lock is held */
 }
 
+/* used of a PAGE_CACHED page not parked as broken, whose notify_at is
+ * UINT32_MAX, without reading notify_at (the descriptor's second line). */
+static uint32_t used_cached(const page_t *pg) {
+  brisk_assert(pg->notify_at == UINT32_MAX);
+  return (uint32_t)(pg->until_notify + (int64_t)UINT32_MAX + 1);
+}
+
 void page_notify(page_t *pg, block_t *b) {
+  page_add_used(pg, 1); /* free_local counted b as back; it is not, yet */
   if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
     heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
     class_cache_t *cc = heap_class_cache(h, pg->size_class);
     /* A live block remains (or the bias) and the cache has room: the block
      * stays used in its page, and its link, the page's list end, still
      * looks free to a second free. */
-    if (BRISK_LIKELY(pg->used - 1 > pg->cached && cc->count < cc->max) &&
-        pg->in_full != PAGE_LIST_BROKEN) {
+    if (BRISK_LIKELY(pg->in_full != PAGE_LIST_BROKEN && used_cached(pg) - 1 > pg->cached &&
+                     cc->count < cc->max)) {
       block_set_next(b, page_list_end(pg));
       pg->cached++;
       cc->slot[cc->count++] = b;
@@ -400,6 +408,6 @@ void class_cache_init(heap_t *h) {
 void heap_retire_empty_heads(heap_t *h) {
   for (unsigned c = 1; c < CLASS_COUNT; c++) {
     page_t *pg;
-    while ((pg = h->queues[c].first) != NULL && pg->used == PAGE_USED_BIAS) page_retire(h, pg);
+    while ((pg = h->queues[c].first) != NULL && page_used(pg) == PAGE_USED_BIAS) page_retire(h, pg);
   }
 }

@@ -24,26 +24,27 @@ BRISK_INTERNAL void page_fill_freed(const page_t *pg, block_t *b);
 BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
 
 /* Free a block of a page that this heap's owner owns. Inline: the free
- * fast path and the inbox drain share it. When `used` would drop to
- * notify_at, page_notify takes the block instead: to the class cache
+ * fast path and the inbox drain share it. When `used` drops to notify_at
+ * (counted already), page_notify takes the block instead: to the class cache
  * (PAGE_CACHED pages, whose notify_at is UINT32_MAX, so every free), or
  * onto the local list and then the page changes list or is retired. */
 BRISK_INTERNAL void page_notify(page_t *pg, block_t *b) BRISK_NOINLINE;
 
-BRISK_INLINE void page_push_local(page_t *pg, block_t *b, uint32_t used) {
+BRISK_INLINE void page_push_local(page_t *pg, block_t *b) {
   block_set_next(b, pg->local_free);
   pg->local_free = b;
-  pg->used = used;
+  page_add_used(pg, -1);
 }
 
 BRISK_INLINE void free_local(page_t *pg, block_t *b) {
   if (BRISK_HARDENED) page_fill_freed(pg, b);
-  uint32_t used = pg->used - 1;
-  if (BRISK_UNLIKELY(used <= pg->notify_at)) {
-    page_notify(pg, b);
+  /* used - 1 <= notify_at, as one decrement and its sign */
+  if (BRISK_UNLIKELY(--pg->until_notify < 0)) {
+    page_notify(pg, b); /* with the block counted as back */
     return;
   }
-  page_push_local(pg, b, used);
+  block_set_next(b, pg->local_free);
+  pg->local_free = b;
 }
 
 /* Take the first block of the free list, or NULL when the list is empty
@@ -53,7 +54,7 @@ BRISK_INLINE block_t *page_pop(page_t *pg) {
   block_t *b = pg->free;
   if (BRISK_UNLIKELY((uintptr_t)b - (uintptr_t)pg->start >= pg->area)) return NULL;
   pg->free = block_next(b);
-  pg->used++;
+  page_add_used(pg, 1);
   b->link = 0; /* a handed-out block must not look free to free() */
   if (BRISK_HARDENED) page_check_fill(pg, b);
   return b;

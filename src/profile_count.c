@@ -169,7 +169,7 @@ void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
   /* The list was just collected (the local list, or carved blocks) and one
    * block taken: the page's other blocks are all on it, and it ends at the
    * cut (withdraw, page_collect), so its length is known without a walk. */
-  uint32_t used = pg->used - PAGE_USED_BIAS;
+  uint32_t used = page_used(pg) - PAGE_USED_BIAS;
   uint64_t len = list_ended(pg, pg->local_free) && used < pg->reserved ? pg->reserved - used : 0;
   if (len != 0 && allow >= len) {
     ph->left[c] = left - (int64_t)len * size;

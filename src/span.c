@@ -96,6 +96,7 @@ static void slices_take(segment_t *seg, uint64_t bits) {
 static page_t *span_head_init(segment_t *seg, size_t first, size_t n, bool zero) {
   page_t *head = &seg->pages[first];
   memset(head, 0, sizeof(*head));
+  page_set_used(head, 0);
   head->start = (uint8_t *)seg + first * SLICE_SIZE;
   head->span_bytes = n * SLICE_SIZE;
   head->slice_count = (uint8_t)n;
@@ -260,7 +261,7 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   uint64_t bits = slice_bits(first, n);
   brisk_assert((seg->free_slices & bits) == 0);
   brisk_assert(span->span == span && (span->flags & PAGE_IN_USE));
-  brisk_assert((span->flags & PAGE_LARGE) || span->used == 0);
+  brisk_assert((span->flags & PAGE_LARGE) || page_used(span) == 0);
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
   page_desc_clear(span);
   seg->tails &= ~bits;

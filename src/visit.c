@@ -168,13 +168,13 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
   for (unsigned c = 1; c < CLASS_COUNT; c++) {
     for (page_t *pg = h->queues[c].first; pg; pg = pg->next) {
       pages++;
-      used += pg->used % PAGE_USED_BIAS;
+      used += page_used(pg) % PAGE_USED_BIAS;
       capacity_bytes += pg->span_bytes;
     }
   }
   for (page_t *pg = h->full.first; pg; pg = pg->next) {
     full_pages++;
-    used += pg->used % PAGE_USED_BIAS;
+    used += page_used(pg) % PAGE_USED_BIAS;
     capacity_bytes += pg->span_bytes;
   }
   used -= class_cache_blocks(h);
