@@ -207,8 +207,10 @@ static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
   }
   block_t *b = (block_t *)p;
   if (atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
-    /* Only the owner may read the page's lists and counts. */
-    if ((size_t)((uint8_t *)p - pg->start) / pg->block_size >= pg->reserved) {
+    /* Only the owner may read the page's lists and counts. A large or
+     * huge block is its span's start (block_check_in), and a huge one over
+     * 4 GiB has no block_size to divide by. */
+    if (!page_is_single_block(pg) && (size_t)((uint8_t *)p - pg->start) / pg->block_size >= pg->reserved) {
       report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
       return;
     }

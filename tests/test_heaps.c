@@ -19,6 +19,8 @@
  *     filled and checked (the stale frees must not touch it), and the
  *     threads' frees of the new heap's blocks reach it;
  *   - destroy releases every block, huge ones (> 2 MiB) included;
+ *   - a huge block over 4 GiB whose first word looks like a free-list
+ *     link is freed by its owner without a report;
  *   - isolation: two heaps with content, destroy one, the other intact;
  *   - many heaps created and destroyed in a loop (heap objects and memory
  *     are reused);
@@ -1682,6 +1684,40 @@ static void run_huge_tails_child(void) {
   }
 }
 
+/* A huge block over 4 GiB of a heap its thread owns, whose first word
+ * decodes like a free-list link (by chance, 1 in 2^25; made here from a
+ * freed block's link), takes the owner's full checks on free: freed as
+ * usual, with no report (it divided by its block size of 0 once). */
+static void test_huge_owned_looks_free(void) {
+  section_begin("owned huge block over 4 GiB whose first word looks free");
+  brisk_heap_t *h = brisk_heap_new();
+  uint64_t *a = h ? brisk_heap_malloc(h, 64) : NULL;
+  uint64_t *b = h ? brisk_heap_malloc(h, 64) : NULL;
+  if (a == NULL || b == NULL) {
+    FAIL("brisk_heap_new or brisk_heap_malloc(64) failed");
+    if (h) brisk_heap_destroy(h);
+    section_end();
+    return;
+  }
+  brisk_free(a);
+  brisk_free(b);
+  uint64_t link = *(volatile uint64_t *)b; /* a's address, encoded */
+  size_t size = ((size_t)5 << 30) + 4096;
+  uint64_t *p = brisk_heap_malloc(h, size);
+  if (p == NULL) {
+    printf("[heaps] no 5 GiB of address space here: section not checked\n");
+    g_failures++;
+  } else {
+    long before = brisk_errors_reported();
+    *p = (uint64_t)(uintptr_t)p ^ link ^ (uint64_t)(uintptr_t)a;
+    brisk_free(p);
+    CHECK(brisk_errors_reported() == before, "freeing it reported %ld bad inputs", brisk_errors_reported() - before);
+    CHECK(heap_stat(h, "blocks_in_use") == 0, "%g blocks in use after it was freed", heap_stat(h, "blocks_in_use"));
+  }
+  brisk_heap_destroy(h);
+  section_end();
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   g_scale = test_scale();
@@ -1712,6 +1748,7 @@ int main(int argc, char **argv) {
   test_page_fit();
   run_huge_tails_child();
   test_huge_threads();
+  test_huge_owned_looks_free();
   test_destroy_releases();
   test_isolation();
   test_many_heaps();
