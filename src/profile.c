@@ -29,7 +29,6 @@
 #define PROF_PATH_MAX 4096
 #define PROF_PREFIX_MAX (PROF_PATH_MAX - 64)
 
-
 static brisk_lock_t dump_lock = BRISK_LOCK_INIT;
 
 /* BRISK_PROFILE_SIGNAL: read at start-up (prof_init), before other threads. */
@@ -165,10 +164,7 @@ void prof_forget_heap(heap_t *h) {
 }
 
 /* ---------------------------------------------------------------------------
- * Output: a buffered writer on a file or stderr (no stdio: it allocates).
- * ------------------------------------------------------------------------- */
-/* ---------------------------------------------------------------------------
- * Dumps, under dump_lock.
+ * Dumps, under dump_lock (profile_out.c writes them).
  * ------------------------------------------------------------------------- */
 static bool out_ready(void) {
   if (out_buf == NULL) out_buf = record_map(PROF_OUT_BYTES);

@@ -18,7 +18,7 @@
  * ~PROF_SLOT_PENDING) of its heap's pending batch, not yet in the record. */
 #define PROF_SLOT_PENDING 0x80000000u
 
-typedef struct prof_stack_s prof_stack_t; /* a stack in the record (profile.c) */
+typedef struct prof_stack_s prof_stack_t; /* a stack in the record (profile_record.c) */
 
 /* A sample of a large block not yet in the record. */
 typedef struct prof_pending_s {

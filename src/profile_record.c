@@ -220,10 +220,7 @@ static void sample_drop(uint32_t i) {
  * Only the heap's own blocks enter its batch, and a slot is reused only
  * once forgotten, so each names the record of its block. */
 void record_drops_flush(prof_heap_t *ph) {
-  for (uint32_t k = 0; k < ph->drop_count; k++) {
-    uint32_t i = ph->drops[k];
-    if (i < sample_top && samples[i].addr != 0) sample_drop(i);
-  }
+  for (uint32_t k = 0; k < ph->drop_count; k++) record_sample_forget(ph->drops[k]);
   ph->drop_count = 0;
 }
 
