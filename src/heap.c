@@ -385,14 +385,14 @@ static void *alloc_class_page(heap_t *h, unsigned c) {
   block_t *b = pg ? page_pop(pg) : NULL;
   if (BRISK_LIKELY(b != NULL)) return b;
   heap_housekeeping(h);
-  /* heap_find_page returns a page whose free list starts with a valid block. */
   pg = heap_find_page(h, c);
   if (pg == NULL) {
     heap_collect(h, true);
     pg = heap_find_page(h, c);
     if (pg == NULL) return NULL;
   }
-  return page_pop(pg);
+  b = page_pop(pg);
+  return b != NULL ? b : page_take_fresh(pg);
 }
 
 static void *alloc_class(heap_t *h, unsigned c) {

@@ -156,6 +156,16 @@ static void page_extend(page_t *pg) {
   pg->reserved += n;
 }
 
+/* Blocks of the classes above DIRECT_MAX (which the inline malloc never
+ * pops), carved from memory known to be zero, are handed out one at a time
+ * and not written (page_take_fresh): linking them into the free list would
+ * fault their OS pages in inside malloc, where a caller that times its
+ * calls sees it, and keep blocks no one asked for resident. Their first
+ * word is zero, so they do not look free. */
+static bool page_carves_untouched(const page_t *pg) {
+  return !BRISK_HARDENED && (pg->flags & PAGE_ZERO) && pg->size_class >= CLASS_CACHE_FIRST;
+}
+
 /* A block the page handed out: inside its carved area, at a block start. */
 bool page_holds_block(const page_t *pg, const block_t *b) { return page_holds_block_inline(pg, b); }
 
@@ -229,11 +239,20 @@ static enum collect_result page_collect(page_t *pg, bool cut) {
     pg->local_free = end; /* the profiler's empty local list */
   }
   if (pg->reserved < pg->capacity) {
+    if (!cut && page_carves_untouched(pg)) return PAGE_HAS_BLOCKS; /* page_take_fresh */
     if (cut) pg->free = page_list_cut(pg);
     page_extend(pg);
     return PAGE_HAS_BLOCKS;
   }
   return PAGE_IS_FULL;
+}
+
+block_t *page_take_fresh(page_t *pg) {
+  brisk_assert(pg->reserved < pg->capacity && page_carves_untouched(pg));
+  block_t *b = (block_t *)(pg->start + (size_t)pg->reserved * pg->block_size);
+  pg->reserved++;
+  page_add_used(pg, 1);
+  return b; /* zero: it does not look free */
 }
 
 static page_t *page_new(heap_t *h, unsigned c) {

@@ -60,7 +60,10 @@ BRISK_INLINE block_t *page_pop(page_t *pg) {
   return b;
 }
 
+/* A page of class c with a block to give: the head of its free list, or
+ * when that is empty, its next block never carved (page_take_fresh). */
 BRISK_INTERNAL page_t *heap_find_page(heap_t *h, unsigned c);
+BRISK_INTERNAL block_t *page_take_fresh(page_t *pg);
 BRISK_INTERNAL bool page_holds_block(const page_t *pg, const block_t *b);
 BRISK_INLINE bool page_holds_block_inline(const page_t *pg, const block_t *b) {
   uintptr_t off = (uintptr_t)b - (uintptr_t)pg->start;

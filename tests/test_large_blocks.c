@@ -10,7 +10,9 @@
  * still has its resident free slices purged after the delay. A block over
  * 2 MiB is mapped with MADV_NOHUGEPAGE like segments, and with
  * MADV_HUGEPAGE (it may be backed by transparent huge pages) once
- * BRISK_HUGE_PAGES is 1; segments never are.
+ * BRISK_HUGE_PAGES is 1; segments never are. Blocks of the classes above
+ * 1 KiB carved from fresh memory are not written by malloc: their pages
+ * stay out of RSS until the program writes them.
  * ctest-labels: sanitize */
 #include <brisk.h>
 
@@ -84,6 +86,54 @@ static void usable_sizes(void) {
     CHECK(brisk_owns(p + u - 1) && !brisk_owns(p + u), "brisk_owns at the end of a %zu-byte block", u);
     free(p);
   }
+}
+
+/* Blocks of the classes above 1 KiB (1100 B .. 64 KiB) carved from fresh
+ * memory are handed out without a write: none of their pages is resident
+ * until the program touches it (linking them into a free list would fault
+ * them in inside malloc). Runs first, on a new heap, while no segment has
+ * come back to the pool resident. Then they hold what is written. */
+static void medium_fresh_untouched(void) {
+  static const size_t sizes[] = {1100, 3000, 8192, 20000, 40000, 65536};
+  enum { S = sizeof sizes / sizeof sizes[0], N = 6 };
+  static char *p[S][N];
+  brisk_heap_t *h = brisk_heap_new();
+  CHECK(h != NULL, "brisk_heap_new failed");
+  if (!h) return;
+  for (size_t s = 0; s < S; s++)
+    for (int i = 0; i < N; i++) {
+      p[s][i] = brisk_heap_malloc(h, sizes[s]);
+      CHECK(p[s][i] != NULL, "brisk_heap_malloc(%zu) failed", sizes[s]);
+    }
+  for (size_t s = 0; s < S; s++)
+    for (int i = 0; i < N; i++) {
+      if (!p[s][i]) continue;
+      size_t r = resident_pages(p[s][i], sizes[s]);
+      CHECK(r == 0, "block %d of %zu bytes from fresh memory has %zu resident pages before it was written", i,
+            sizes[s], r);
+    }
+  for (size_t s = 0; s < S; s++)
+    for (int i = 0; i < N; i++)
+      if (p[s][i]) {
+        for (size_t k = 0; k < sizes[s]; k += 512)
+          CHECK(p[s][i][k] == 0, "fresh block of %zu bytes not zero at %zu", sizes[s], k);
+        memset(p[s][i], (int)(s * N + (size_t)i + 1), sizes[s]);
+      }
+  for (size_t s = 0; s < S; s++) /* every other block freed and allocated again */
+    for (int i = 0; i < N; i += 2) {
+      brisk_free(p[s][i]);
+      p[s][i] = brisk_heap_malloc(h, sizes[s]);
+      CHECK(p[s][i] != NULL, "brisk_heap_malloc(%zu) failed", sizes[s]);
+      if (p[s][i]) memset(p[s][i], (int)(s * N + (size_t)i + 1), sizes[s]);
+    }
+  for (size_t s = 0; s < S; s++)
+    for (int i = 0; i < N; i++) {
+      if (!p[s][i]) continue;
+      size_t bad = 0;
+      for (size_t k = 0; k < sizes[s]; k++) bad += (unsigned char)p[s][i][k] != (unsigned char)(s * N + (size_t)i + 1);
+      CHECK(bad == 0, "block %d of %zu bytes: %zu bytes changed", i, sizes[s], bad);
+    }
+  brisk_heap_destroy(h);
 }
 
 static void grow_in_place(void) {
@@ -251,9 +301,11 @@ int main(void) {
   char stats[4096];
   brisk_stats_json(stats, sizeof stats);
   if (strstr(stats, "\"hardened\":1")) { /* the hardened build guards the span's end */
-    printf("test_large_blocks: the hardened build keeps whole spans usable; nothing to check\n");
+    printf("test_large_blocks: the hardened build keeps whole spans usable and carves fresh blocks with a "
+           "write; nothing to check\n");
     return 77;
   }
+  medium_fresh_untouched();
   usable_sizes();
   grow_in_place();
   tail_purged_after_delay();
@@ -265,7 +317,7 @@ int main(void) {
     printf("test_large_blocks: %d failures\n", failures);
     return 1;
   }
-  printf("test_large_blocks: usable sizes, growth in place, tail purge, span cache, pool reuse and huge-page advice "
-         "as documented\n");
+  printf("test_large_blocks: fresh medium blocks untouched, usable sizes, growth in place, tail purge, span cache, "
+         "pool reuse and huge-page advice as documented\n");
   return 0;
 }
