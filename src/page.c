@@ -196,9 +196,7 @@ static class_cache_t *page_class_cache(const page_t *pg) {
 /* A cached block of pg goes back to pg's local list: no longer used,
  * no longer cached. */
 static void cached_block_return(page_t *pg, block_t *b) {
-  block_set_next(b, pg->local_free);
-  pg->local_free = b;
-  page_add_used(pg, -1);
+  page_push_local(pg, b);
   pg->cached--;
 }
 

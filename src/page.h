@@ -30,9 +30,14 @@ BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
  * onto the local list and then the page changes list or is retired. */
 BRISK_INTERNAL void page_notify(page_t *pg, block_t *b) BRISK_NOINLINE;
 
-BRISK_INLINE void page_push_local(page_t *pg, block_t *b) {
+/* b onto the owner's local list (its count is the caller's). */
+BRISK_INLINE void page_link_local(page_t *pg, block_t *b) {
   block_set_next(b, pg->local_free);
   pg->local_free = b;
+}
+
+BRISK_INLINE void page_push_local(page_t *pg, block_t *b) {
+  page_link_local(pg, b);
   page_add_used(pg, -1);
 }
 
@@ -43,8 +48,7 @@ BRISK_INLINE void free_local(page_t *pg, block_t *b) {
     page_notify(pg, b); /* with the block counted as back */
     return;
   }
-  block_set_next(b, pg->local_free);
-  pg->local_free = b;
+  page_link_local(pg, b);
 }
 
 /* Take the first block of the free list, or NULL when the list is empty

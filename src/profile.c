@@ -119,27 +119,31 @@ void prof_forget(page_t *pg, heap_t *caller) {
   if (ph != NULL) set_busy(ph, 0);
 }
 
+/* A sample of pg still in ph's pending batch leaves it, counted as
+ * allocated only: the batch must not keep pointing at a freed descriptor. */
+static bool pending_forget(prof_heap_t *ph, page_t *pg) {
+  uint32_t i = pg->prof_slot;
+  if (!(i & PROF_SLOT_PENDING)) return false;
+  pg->prof_slot = 0;
+  __atomic_store_n(&ph->pending[i & ~PROF_SLOT_PENDING].pg, NULL, __ATOMIC_RELAXED);
+  return true;
+}
+
 void prof_forget_owned(page_t *pg, heap_t *owner) {
   prof_heap_t *ph = owner->prof;
   if (ph == NULL) { /* no batches: its slot is the record's */
     prof_forget(pg, NULL);
     return;
   }
-  if (ph->busy) { /* as in prof_forget; but a pending sample must not keep pointing at a freed descriptor */
-    uint32_t i = pg->prof_slot;
-    if (i & PROF_SLOT_PENDING) {
-      pg->prof_slot = 0;
-      __atomic_store_n(&ph->pending[i & ~PROF_SLOT_PENDING].pg, NULL, __ATOMIC_RELAXED);
-    }
+  if (ph->busy) { /* as in prof_forget, but not in the pending batch */
+    pending_forget(ph, pg);
     return;
   }
   set_busy(ph, 1);
   lock_acquire(&ph->drops_lock);
   uint32_t i = pg->prof_slot;
-  pg->prof_slot = 0;
-  if (i & PROF_SLOT_PENDING) {
-    ph->pending[i & ~PROF_SLOT_PENDING].pg = NULL; /* counted as allocated only */
-  } else if (i != 0) {
+  if (!pending_forget(ph, pg) && i != 0) {
+    pg->prof_slot = 0;
     if (ph->drop_count == PROF_DROP_BATCH) {
       record_lock();
       record_drops_flush(ph);
