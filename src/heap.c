@@ -420,11 +420,7 @@ BRISK_INLINE block_t *sampling_cache_pop(heap_t *h, size_t size) {
   prof_heap_t *ph = h->prof;
   if (ph == NULL || h->cache_path_max != DIRECT_MAX || size - (DIRECT_MAX + 1) >= MEDIUM_MAX - DIRECT_MAX)
     return NULL;
-  unsigned c = size_to_class(size);
-  int64_t left = ph->left[c] - (int64_t)class_size(c);
-  if (left <= 0 || heap_class_cache(h, c)->count == 0) return NULL;
-  ph->left[c] = left;
-  return class_cache_pop(h, c);
+  return prof_class_cache_pop(h, size_to_class(size));
 }
 
 void *heap_alloc_class(heap_t *h, unsigned c) {

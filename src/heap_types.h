@@ -100,7 +100,8 @@ typedef struct heap_s {
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
   /* malloc_slow serves sizes up to this from the class cache itself:
    * MEDIUM_MAX, or DIRECT_MAX while the heap samples for the profiler (its
-   * allocations above DIRECT_MAX then all reach heap_alloc); 0 in the
+   * allocations above DIRECT_MAX then take malloc_slow's counted branch,
+   * prof_class_cache_pop); 0 in the
    * static heaps. Owner only. */
   size_t cache_path_max;
   struct prof_heap_s *prof;    /* the profiler's countdowns (profile.h); owner only */

@@ -4,6 +4,7 @@
 #define BRISK_PAGE_H
 
 #include "heap_types.h"
+#include "profile_count.h"
 
 /* Pages (and large blocks) taken or given back by h, counted into the
  * process counters in steps of PAGE_STAT_STEP: the counters are shared by
@@ -127,6 +128,18 @@ BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
   b->link = 0; /* a handed-out block must not look free to free() */
   cached_block_page(b)->cached--;
   return b;
+}
+
+/* class_cache_pop while h samples for the profiler (h->prof set): the
+ * block is counted against its class's countdown; NULL when the cache is
+ * empty or the countdown runs out on this allocation (the sample: the
+ * counted slow path takes it). */
+BRISK_INLINE block_t *prof_class_cache_pop(heap_t *h, unsigned c) {
+  prof_heap_t *ph = h->prof;
+  int64_t left = ph->left[c] - (int64_t)class_size(c);
+  if (left <= 0 || heap_class_cache(h, c)->count == 0) return NULL;
+  ph->left[c] = left;
+  return class_cache_pop(h, c);
 }
 
 #endif

@@ -56,7 +56,8 @@ BRISK_INLINE bool prof_active(void) {
 
 /* h's state, created on first use (NULL when the OS has no memory for it:
  * then h samples nothing). A thread's heap sends every allocation above
- * DIRECT_MAX to heap_alloc (cache_path_max) while it samples. */
+ * DIRECT_MAX past malloc_slow's unprofiled class-cache branch
+ * (cache_path_max) while it samples. */
 BRISK_INTERNAL prof_heap_t *prof_heap_state(heap_t *h);
 BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
   if (BRISK_UNLIKELY(h->prof == NULL || (h->cache_path_max > DIRECT_MAX && h->kind == HEAP_KIND_THREAD)))

@@ -142,6 +142,13 @@ void *malloc_slow(size_t size) {
     block_t *b = class_cache_pop(h, c);
     if (b != NULL) return b;
     if (BRISK_LIKELY(h->kind != HEAP_KIND_STATIC)) return heap_alloc_class(h, c);
+  } else if (size <= MEDIUM_MAX && h->prof != NULL) {
+    /* The same while the heap samples: a cached block is counted here
+     * (profile.h) unless the sample falls on it, which heap_alloc_class
+     * takes. Only allocations above MEDIUM_MAX test this without it. */
+    unsigned c = size_to_class(size);
+    block_t *b = prof_class_cache_pop(h, c);
+    return b != NULL ? b : heap_alloc_class(h, c);
   }
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
     h = thread_heap_init();

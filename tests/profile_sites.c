@@ -97,6 +97,21 @@ __attribute__((noinline)) void *make_few(void) {
   return p;
 }
 
+enum { CHURN_SLOTS = 2000, CHURN_ROUNDS = 20, CHURN_SIZE = 3000 };
+static void *churn[CHURN_SLOTS], *kept[CHURN_SLOTS * CHURN_ROUNDS / 4];
+
+__attribute__((noinline)) void *make_reused(void) {
+  char *p = malloc(CHURN_SIZE);
+  if (p) memset(p, 7, CHURN_SIZE);
+  return p;
+}
+
+__attribute__((noinline)) void *make_kept(void) {
+  char *p = malloc(CHURN_SIZE);
+  if (p) memset(p, 8, CHURN_SIZE);
+  return p;
+}
+
 typedef int (*dump_fn)(const char *);
 
 static dump_fn find_dump(void) {
@@ -141,6 +156,22 @@ static int run_few(const char *dir) {
   return 0;
 }
 
+static int run_churn(const char *path) {
+  dump_fn dump = find_dump();
+  size_t k = 0;
+  for (int r = 0; r < CHURN_ROUNDS; r++)
+    for (int i = 0; i < CHURN_SLOTS; i++) {
+      free(churn[i]);
+      if ((churn[i] = make_reused()) == NULL) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+      if (i % 4 == 0 && (kept[k++] = make_kept()) == NULL)
+        return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+    }
+  if (dump(path) != 0) return fprintf(stderr, "profile_sites: dump %s failed\n", path), 1;
+  for (int i = 0; i < CHURN_SLOTS; i++) free(churn[i]);
+  for (size_t i = 0; i < k; i++) free(kept[i]);
+  return 0;
+}
+
 static int run_faults(int rounds) {
   dump_fn dump = find_dump();
   static const size_t sizes[] = {16, 48, 200, 1000, 3000, 20000, 100000, 1 << 20, 5 << 20};
@@ -177,6 +208,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "faults") == 0) return run_faults(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "idle") == 0) return run_idle(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "few") == 0) return run_few(argv[2]);
-  fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS\n");
+  if (argc == 3 && strcmp(argv[1], "churn") == 0) return run_churn(argv[2]);
+  fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH\n");
   return 2;
 }

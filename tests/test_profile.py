@@ -250,6 +250,33 @@ def test_few_samples(tmp):
         print("[profile] %s: make_few %d bytes in use (truth %d)" % (name, got, live * 100000))
 
 
+def test_churn(tmp, pprof):
+    """Two sites of one class with a class cache: make_reused always takes
+    the block just freed (from the cache), make_kept finds the cache empty.
+    Each must be sampled for what it allocated: a scheme that counted the
+    cached blocks without letting a sample fall on them would give
+    make_reused nothing."""
+    heap = os.path.join(tmp, "churn.heap")
+    r = run(["churn", heap], {"BRISK_PROFILE": os.path.join(tmp, "churn"), "BRISK_PROFILE_RATE": "4096"})
+    if not check(r.returncode == 0, "profile_sites churn: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
+        return
+    slots, rounds, size = 2000, 20, 3000  # profile_sites.c: CHURN_*
+    live = {"make_reused": slots * size, "make_kept": slots * rounds // 4 * size}
+    coll = read_collapsed(os.path.join(tmp, "churn.collapsed"))
+    for site, want in live.items():
+        got = sum(n for stack, n in coll if stack[-1] == site)
+        check(near(got, want), "churn.collapsed: %s has %d bytes in use, truth %d" % (site, got, want))
+        print("[profile] churn: %s %d bytes in use (truth %d)" % (site, got, want))
+    if pprof is None:
+        return
+    flat, _ = pprof_flat(pprof, heap, "--alloc_space")
+    allocated = {"make_reused": slots * rounds * size, "make_kept": live["make_kept"]}
+    for site, want in allocated.items():
+        check(near(flat.get(site), want), "google-pprof (allocated, churn): %s %s, truth %d"
+              % (site, flat.get(site), want))
+    print("[profile] churn, allocated: %s (truth %s)" % ({k: flat.get(k) for k in allocated}, allocated))
+
+
 def test_signal(tmp):
     """A dump on the signal while the program sleeps: written by the
     background thread, before the exit."""
@@ -358,6 +385,7 @@ def main():
     try:
         test_sites(tmp, pprof)
         test_few_samples(tmp)
+        test_churn(tmp, pprof)
         test_signal(tmp)
         test_interval(tmp)
         test_off_and_leaks_alone(tmp)
