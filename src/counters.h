@@ -35,6 +35,7 @@
   X(background_rounds, COUNT, "purge rounds of the background thread")        \
   X(background_wakeups, COUNT, "times the background thread woke up")        \
   X(background_wake_calls, COUNT, "times a thread woke the background thread") \
+  X(profile_unwinder_walks, COUNT, "heap profiler stack walks left to libgcc's unwinder (a frame the fast walk does not read)") \
   X(errors, COUNT, "bad inputs reported")
 
 typedef struct brisk_stats_s {

@@ -30,6 +30,7 @@ is missing, the checks that need it are skipped and the test exits 77
 """
 import glob
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -257,9 +258,19 @@ def test_churn(tmp, pprof):
     cached blocks without letting a sample fall on them would give
     make_reused nothing."""
     heap = os.path.join(tmp, "churn.heap")
-    r = run(["churn", heap], {"BRISK_PROFILE": os.path.join(tmp, "churn"), "BRISK_PROFILE_RATE": "4096"})
+    r = run(["churn", heap], {"BRISK_PROFILE": os.path.join(tmp, "churn"), "BRISK_PROFILE_RATE": "4096",
+                              "BRISK_SHOW_STATS": "1"})
     if not check(r.returncode == 0, "profile_sites churn: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
         return
+    # On x86-64 brisk reads the unwind tables itself: no frame of this
+    # ordinary program (-O2, no frame pointers, functions that save no
+    # rbp) may need libgcc's unwinder, ten times as slow per sample.
+    m = re.search(r"^brisk:   profile_unwinder_walks: (\d+)", r.stderr, re.M)
+    if check(m is not None, "BRISK_SHOW_STATS printed no profile_unwinder_walks: %r" % r.stderr[-1000:]):
+        walks = int(m.group(1))
+        if platform.machine() == "x86_64":
+            check(walks == 0, "churn: %d stack walks were left to libgcc's unwinder" % walks)
+        print("[profile] churn: %d stack walks left to libgcc's unwinder" % walks)
     slots, rounds, size = 2000, 20, 3000  # profile_sites.c: CHURN_*
     live = {"make_reused": slots * size, "make_kept": slots * rounds // 4 * size}
     coll = read_collapsed(os.path.join(tmp, "churn.collapsed"))

@@ -164,6 +164,9 @@ json_struct! {
         background_rounds: i64,
         background_wakeups: i64,
         background_wake_calls: i64,
+        /// Heap profiler stack walks left to libgcc's unwinder (a frame
+        /// whose unwind rules brisk's own walk does not read).
+        profile_unwinder_walks: i64,
         /// Bad inputs reported.
         errors: i64,
         /// From a walk of brisk's memory: bytes of pages and large blocks in
