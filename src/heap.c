@@ -423,8 +423,21 @@ BRISK_INLINE block_t *sampling_cache_pop(heap_t *h, size_t size) {
   return prof_class_cache_pop(h, size_to_class(size));
 }
 
+/* c: a class with a cache (malloc_slow found it empty). */
 void *heap_alloc_class(heap_t *h, unsigned c) {
-  if (BRISK_UNLIKELY(prof_active())) return heap_alloc_counted(h, class_size(c), 0);
+  if (BRISK_UNLIKELY(prof_active())) {
+    /* Most allocations while sampling: not the sample (the countdown does
+     * not run out on it), and no list to cut (the class has no inline
+     * path), so counted here. The sample goes the whole way. */
+    prof_heap_t *ph = prof_heap_of(h);
+    int64_t left = ph != NULL ? ph->left[c] - (int64_t)class_size(c) : 0;
+    if (left <= 0) return heap_alloc_counted(h, class_size(c), 0);
+    ph->left[c] = left;
+    void *q = alloc_class_page(h, c);
+    if (BRISK_UNLIKELY(q == NULL)) errno = ENOMEM;
+    if (!h->segments.fresh_only) prof_poll();
+    return q;
+  }
   void *p = alloc_class_page(h, c);
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
   return p;
