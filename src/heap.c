@@ -536,8 +536,15 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
     ph->left[c] -= (int64_t)counted;
     if (ph->left[c] <= 0 && !ph->busy) {
       ph->left[c] = prof_draw(ph);
-      p = alloc_large_or_huge(h, size, alignment, c != 0);
-      if (p != NULL) prof_sampled(h, page_of(registry_lookup((uintptr_t)p), (uintptr_t)p), size, c, counted);
+      page_t *spg = NULL;
+      /* A class with a cache: the block it would have given, in its page;
+       * else (or when that page holds a sample) a large block. */
+      if (c >= CLASS_CACHE_FIRST) p = page_sample_take(h, c, &spg);
+      if (p == NULL) {
+        p = alloc_large_or_huge(h, size, alignment, c != 0);
+        if (p != NULL) spg = page_of(registry_lookup((uintptr_t)p), (uintptr_t)p);
+      }
+      if (p != NULL) prof_sampled(h, spg, size, c, counted);
     } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
       prof_expose(ph, c, pg);
       return p;

@@ -72,7 +72,8 @@ typedef struct page_s {
   uint8_t shift;
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
-  uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN (owner only) */
+  uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
+                             (owner only; page_list_of) */
   uint16_t size_class;    /* 0 for large and huge */
   uint16_t cached;        /* blocks in its heap's class cache (owner only) */
   /* second cache line: owner's bookkeeping */
@@ -82,12 +83,14 @@ typedef struct page_s {
                              large block's usable bytes are block_size */
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
-  uint32_t prof_slot;     /* large and huge blocks: the profiler's record of the
-                             block, if it was sampled (profile.h); 0: none */
+  uint32_t prof_slot;     /* the profiler's record of the block, if it was sampled
+                             (profile.h): a large or huge block, or block
+                             prof_block - 1 of a PAGE_CACHED page; 0: none */
   uint32_t notify_at;     /* free calls page_notify when used drops to this
                              (page_set_notify_at); UINT32_MAX: every free */
+  uint16_t prof_block;    /* PAGE_HOLDS_SAMPLE: the sampled block's index + 1 */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 17];
+  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 19];
 } page_t;
 
 /* Blocks of pg handed out and not back (the invariant above). */
@@ -109,8 +112,17 @@ BRISK_INLINE void page_set_notify_at(page_t *pg, uint32_t at) {
   page_set_used(pg, used);
 }
 
-/* page_t.in_full */
-enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2 };
+/* page_t.in_full: which list the page is on (the low bits), and for a
+ * PAGE_CACHED page whether one of its blocks is a live sample of the heap
+ * profiler (PAGE_HOLDS_SAMPLE): then page_notify's cached branch, which
+ * takes only PAGE_LIST_QUEUE and _FULL, sends its frees to
+ * page_notify_push, where the sample's free is seen. */
+enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2, PAGE_LIST_MASK = 3, PAGE_HOLDS_SAMPLE = 4 };
+
+BRISK_INLINE unsigned page_list_of(const page_t *pg) { return pg->in_full & PAGE_LIST_MASK; }
+BRISK_INLINE void page_list_set(page_t *pg, unsigned list) {
+  pg->in_full = (uint8_t)((pg->in_full & ~PAGE_LIST_MASK) | list);
+}
 
 /* SEGMENT_RETIRED: the two markers below, which the registry keeps where
  * brisk's memory was returned to the OS, so a late free is told apart

@@ -280,9 +280,41 @@ void heap_stats_publish(heap_t *h) {
   h->large_pending = 0;
 }
 
+/* pg's sampled block is free: the profiler forgets it, and pg may hold
+ * another. */
+static void page_sample_forget(heap_t *h, page_t *pg) {
+  if (pg->prof_slot != 0) prof_forget_owned(pg, h);
+  pg->prof_slot = 0;
+  pg->prof_block = 0;
+  pg->in_full &= (uint8_t)~PAGE_HOLDS_SAMPLE;
+}
+
+block_t *page_sample_take(heap_t *h, unsigned c, page_t **pg_out) {
+  class_cache_t *cc = heap_class_cache(h, c);
+  page_t *pg;
+  block_t *b;
+  if (cc->count != 0) {
+    pg = cached_block_page(cc->slot[cc->count - 1]);
+    if (pg->in_full & PAGE_HOLDS_SAMPLE) return NULL;
+    b = class_cache_pop(h, c);
+  } else {
+    pg = h->queues[c].first;
+    if (pg == NULL || !(pg->flags & PAGE_CACHED) || (pg->in_full & PAGE_HOLDS_SAMPLE)) return NULL;
+    b = page_pop(pg);
+    if (b == NULL) return NULL;
+  }
+  pg->in_full |= PAGE_HOLDS_SAMPLE;
+  pg->prof_block = (uint16_t)(page_block_index(pg, (uintptr_t)b - (uintptr_t)pg->start) + 1);
+  *pg_out = pg;
+  return b;
+}
+
 static void page_retire(heap_t *h, page_t *pg) {
+  /* Its sample was freed where page_notify_push did not see it (a page
+   * parked as broken is told only of its last free). */
+  if (BRISK_UNLIKELY(pg->in_full & PAGE_HOLDS_SAMPLE)) page_sample_forget(h, pg);
   unsigned c = pg->size_class;
-  if (pg->in_full != PAGE_LIST_QUEUE) queue_remove(h, &h->full, pg, 0);
+  if (page_list_of(pg) != PAGE_LIST_QUEUE) queue_remove(h, &h->full, pg, 0);
   else queue_remove(h, &h->queues[c], pg, c);
   heap_count_page(h, -1, false);
   span_free(&h->segments, pg);
@@ -300,10 +332,10 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
      * Broken: parked for good; it is released when its last block is freed. */
     queue_remove(h, q, pg, c);
     if (r == PAGE_IS_FULL) {
-      pg->in_full = PAGE_LIST_FULL;
+      page_list_set(pg, PAGE_LIST_FULL);
       if (!(pg->flags & PAGE_CACHED)) page_set_notify_at(pg, pg->capacity - 1);
     } else {
-      pg->in_full = PAGE_LIST_BROKEN;
+      page_list_set(pg, PAGE_LIST_BROKEN);
       page_set_notify_at(pg, 0);
       pg->free = pg->local_free = page_list_end(pg);
     }
@@ -319,10 +351,10 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
 /* After a block of pg went back to it (free_local): bring a full page
  * back to its queue, retire an empty one. */
 static void page_after_free(heap_t *h, page_t *pg) {
-  if (pg->in_full == PAGE_LIST_FULL) {
+  if (page_list_of(pg) == PAGE_LIST_FULL) {
     unsigned c = pg->size_class;
     queue_remove(h, &h->full, pg, 0);
-    pg->in_full = PAGE_LIST_QUEUE;
+    page_list_set(pg, PAGE_LIST_QUEUE);
     if (!(pg->flags & PAGE_CACHED)) page_set_notify_at(pg, 0);
     queue_push_back(h, &h->queues[c], pg, c);
   }
@@ -348,6 +380,9 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
   page_push_local(pg, b);
   if (pg->flags & PAGE_CACHED) {
+    if (BRISK_UNLIKELY(pg->in_full & PAGE_HOLDS_SAMPLE) &&
+        page_block_index(pg, (uintptr_t)b - (uintptr_t)pg->start) + 1 == pg->prof_block)
+      page_sample_forget(h, pg); /* the profiler's sample */
     if (page_used(pg) <= pg->cached && pg->cached != 0)
       class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
     page_after_free(h, pg);
@@ -384,8 +419,9 @@ void page_notify(page_t *pg, block_t *b) {
     class_cache_t *cc = heap_class_cache(h, pg->size_class);
     /* A live block remains (or the bias) and the cache has room: the block
      * stays used in its page, and its link, the page's list end, still
-     * looks free to a second free. */
-    if (BRISK_LIKELY(pg->in_full != PAGE_LIST_BROKEN && used_cached(pg) - 1 > pg->cached &&
+     * looks free to a second free. Not on a broken page, nor on one that
+     * holds a sample (PAGE_HOLDS_SAMPLE): page_notify_push sees its free. */
+    if (BRISK_LIKELY(pg->in_full < PAGE_LIST_BROKEN && used_cached(pg) - 1 > pg->cached &&
                      cc->count < cc->max)) {
       block_set_next(b, page_list_end(pg));
       pg->cached++;

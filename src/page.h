@@ -103,6 +103,13 @@ BRISK_INLINE block_t *page_refill_pop(heap_t *h, page_t *pg) {
 BRISK_INTERNAL bool page_lists_contain(const page_t *pg, const block_t *b);
 BRISK_INTERNAL void heap_retire_empty_heads(heap_t *h);
 
+/* For the profiler's sample of cache class c (profile.h): the block the
+ * next allocation of c would take (the cache's top, else the current
+ * page's list), if its page holds no other live sample; the page is
+ * marked PAGE_HOLDS_SAMPLE and given in *pg_out. NULL: none (the sample
+ * is served as a large block). Owner only. */
+BRISK_INTERNAL block_t *page_sample_take(heap_t *h, unsigned c, page_t **pg_out);
+
 /* The class cache (heap_types.h). init sets each class's limit; flush
  * gives every cached block back to its page (owner only); blocks counts
  * them. */

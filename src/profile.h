@@ -6,11 +6,13 @@
  *   allocation slow paths (heap.c)          profile_count.c, profile.c
  *   ── count against the class's countdown   prof_heap_t: bytes to the next
  *      (prof_heap_t.left[c]) ──────────────►   sample, per heap and class
- *   ── sampled: served as a large block ───► stack (stackwalk.c) + record,
- *      (its descriptor's prof_slot)            its slot in the descriptor
+ *   ── sampled: a cached class's block in a  stack (stackwalk.c) + record,
+ *      page marked PAGE_HOLDS_SAMPLE, else   its slot in the descriptor
+ *      a large block ──────────────────────►
  *   ── a page's free list handed to the      prof_expose: cut where the
  *      inline fast path ──────────────────►    next sample falls
- *   frees of large and huge blocks (page.c, free.c):
+ *   frees of large and huge blocks, and of a marked page's sample (page.c,
+ *   free.c):
  *   ── descriptor's prof_slot != 0 ────────► prof_forget
  *   dumps: at exit, brisk_profile_dump, every BRISK_PROFILE_INTERVAL bytes of
  *   growth, on BRISK_PROFILE_SIGNAL (the handler sets a flag and wakes the
@@ -29,9 +31,12 @@
  * the allocation that finds the cut is the sample, in the slow path.
  * Classes above DIRECT_MAX, large and huge blocks have no inline path: each
  * of their allocations is counted in the slow path while sampling is on.
- * A sampled block of any size is served as a large block (a span of its
- * own, usable size rounded up to 4 KiB), whose free always takes a slow
- * path where the descriptor's prof_slot is looked at: O(1).
+ * A sampled block of a class with a cache is the block it would have been,
+ * in a page marked PAGE_HOLDS_SAMPLE (one live sample per page), whose
+ * frees all reach page_notify_push while it lives; any other is served as
+ * a large block (a span of its own, usable size rounded up to 4 KiB),
+ * whose free always takes a slow path. Either way the descriptor's
+ * prof_slot is looked at: O(1).
  *
  * Layer 5, after heap_types.h and before page.h (profile_count.c keeps the
  * countdowns and cut lists, profile.c the record and the dumps, calling

@@ -62,7 +62,7 @@ static int visit_pages(heap_t *h, brisk_block_visitor_t visitor, void *arg) {
     }
   }
   for (page_t *pg = h->full.first; pg; pg = pg->next) {
-    if (pg->in_full == PAGE_LIST_BROKEN) continue;
+    if (page_list_of(pg) == PAGE_LIST_BROKEN) continue;
     int r = visit_page(h, pg, visitor, arg);
     if (r != 0) return r;
   }
