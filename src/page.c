@@ -374,15 +374,31 @@ static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
   cc->count = kept;
 }
 
+/* used of a PAGE_CACHED page not parked as broken, whose notify_at is
+ * UINT32_MAX, without reading notify_at (the descriptor's second line). */
+static uint32_t used_cached(const page_t *pg) {
+  brisk_assert(pg->notify_at == UINT32_MAX);
+  return (uint32_t)(pg->until_notify + (int64_t)UINT32_MAX + 1);
+}
+
+/* A live block of pg remains (or the bias) and the cache has room: b
+ * joins the cache, staying used in its page, its link the page's list
+ * end, which still looks free to a second free. pg: PAGE_CACHED, not
+ * parked as broken. */
+BRISK_INLINE bool class_cache_keep(class_cache_t *cc, page_t *pg, block_t *b) {
+  if (!(used_cached(pg) - 1 > pg->cached && cc->count < cc->max)) return false;
+  block_set_next(b, page_list_end(pg));
+  pg->cached++;
+  cc->slot[cc->count++] = b;
+  return true;
+}
+
 /* page_notify's other cases: the block goes onto the local list, then the
  * page changes list, is retired, or (a large or huge block) goes back. */
 static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
   page_push_local(pg, b);
   if (pg->flags & PAGE_CACHED) {
-    if (BRISK_UNLIKELY(pg->in_full & PAGE_HOLDS_SAMPLE) &&
-        page_block_index(pg, (uintptr_t)b - (uintptr_t)pg->start) + 1 == pg->prof_block)
-      page_sample_forget(h, pg); /* the profiler's sample */
     if (page_used(pg) <= pg->cached && pg->cached != 0)
       class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
     page_after_free(h, pg);
@@ -405,28 +421,30 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   background_poll(); /* memory may wait now, and no lock is held */
 }
 
-/* used of a PAGE_CACHED page not parked as broken, whose notify_at is
- * UINT32_MAX, without reading notify_at (the descriptor's second line). */
-static uint32_t used_cached(const page_t *pg) {
-  brisk_assert(pg->notify_at == UINT32_MAX);
-  return (uint32_t)(pg->until_notify + (int64_t)UINT32_MAX + 1);
+/* page_notify of a block of pg, which holds a sample: the sample's free is
+ * told to the profiler; any block then goes on as page_notify takes it. */
+static BRISK_NOINLINE void page_notify_sampled(heap_t *h, page_t *pg, block_t *b) {
+  if (page_block_index(pg, (uintptr_t)b - (uintptr_t)pg->start) + 1 == pg->prof_block)
+    page_sample_forget(h, pg);
+  if (page_list_of(pg) != PAGE_LIST_BROKEN && class_cache_keep(heap_class_cache(h, pg->size_class), pg, b))
+    return;
+  page_notify_push(pg, b);
 }
 
 void page_notify(page_t *pg, block_t *b) {
   page_add_used(pg, 1); /* free_local counted b as back; it is not, yet */
   if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
     heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-    class_cache_t *cc = heap_class_cache(h, pg->size_class);
-    /* A live block remains (or the bias) and the cache has room: the block
-     * stays used in its page, and its link, the page's list end, still
-     * looks free to a second free. Not on a broken page, nor on one that
-     * holds a sample (PAGE_HOLDS_SAMPLE): page_notify_push sees its free. */
-    if (BRISK_LIKELY(pg->in_full < PAGE_LIST_BROKEN && used_cached(pg) - 1 > pg->cached &&
-                     cc->count < cc->max)) {
-      block_set_next(b, page_list_end(pg));
-      pg->cached++;
-      cc->slot[cc->count++] = b;
-      return;
+    if (BRISK_LIKELY(pg->in_full < PAGE_LIST_BROKEN)) { /* on a list, no sample */
+      if (class_cache_keep(heap_class_cache(h, pg->size_class), pg, b)) return;
+    } else {
+      /* read again here, so that the test above stays one compare with
+       * memory (gcc would load the byte for both) */
+      __asm__ volatile("" ::: "memory");
+      if (pg->in_full & PAGE_HOLDS_SAMPLE) {
+        page_notify_sampled(h, pg, b);
+        return;
+      }
     }
   }
   page_notify_push(pg, b);
