@@ -116,7 +116,7 @@ BRISK_INLINE void page_set_notify_at(page_t *pg, uint32_t at) {
  * PAGE_CACHED page whether one of its blocks is a live sample of the heap
  * profiler (PAGE_HOLDS_SAMPLE): then page_notify's cached branch, which
  * takes only PAGE_LIST_QUEUE and _FULL, sends its frees to
- * page_notify_push, where the sample's free is seen. */
+ * page_notify_sampled, where the sample's free is seen. */
 enum { PAGE_LIST_QUEUE = 0, PAGE_LIST_FULL = 1, PAGE_LIST_BROKEN = 2, PAGE_LIST_MASK = 3, PAGE_HOLDS_SAMPLE = 4 };
 
 BRISK_INLINE unsigned page_list_of(const page_t *pg) { return pg->in_full & PAGE_LIST_MASK; }

@@ -33,7 +33,7 @@
  * of their allocations is counted in the slow path while sampling is on.
  * A sampled block of a class with a cache is the block it would have been,
  * in a page marked PAGE_HOLDS_SAMPLE (one live sample per page), whose
- * frees all reach page_notify_push while it lives; any other is served as
+ * frees all reach page_notify_sampled while it lives; any other is served as
  * a large block (a span of its own, usable size rounded up to 4 KiB),
  * whose free always takes a slow path. Either way the descriptor's
  * prof_slot is looked at: O(1).
