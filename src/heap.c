@@ -430,9 +430,7 @@ void *heap_alloc_class(heap_t *h, unsigned c) {
      * not run out on it), and no list to cut (the class has no inline
      * path), so counted here. The sample goes the whole way. */
     prof_heap_t *ph = prof_heap_of(h);
-    int64_t left = ph != NULL ? ph->left[c] - (int64_t)class_size(c) : 0;
-    if (left <= 0) return heap_alloc_counted(h, class_size(c), 0);
-    ph->left[c] = left;
+    if (ph == NULL || !prof_count_class(ph, c)) return heap_alloc_counted(h, class_size(c), 0);
     void *q = alloc_class_page(h, c);
     if (BRISK_UNLIKELY(q == NULL)) errno = ENOMEM;
     if (!h->segments.fresh_only) prof_poll();

@@ -137,15 +137,21 @@ BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
   return b;
 }
 
-/* class_cache_pop while h samples for the profiler (h->prof set): the
- * block is counted against its class's countdown; NULL when the cache is
- * empty or the countdown runs out on this allocation (the sample: the
- * counted slow path takes it). */
-BRISK_INLINE block_t *prof_class_cache_pop(heap_t *h, unsigned c) {
-  prof_heap_t *ph = h->prof;
+/* An allocation of class c (one with a cache) counted against ph's
+ * countdown; false, counting nothing, when the countdown runs out on it
+ * (the sample: the counted slow path takes it). */
+BRISK_INLINE bool prof_count_class(prof_heap_t *ph, unsigned c) {
   int64_t left = ph->left[c] - (int64_t)class_size(c);
-  if (left <= 0 || heap_class_cache(h, c)->count == 0) return NULL;
+  if (left <= 0) return false;
   ph->left[c] = left;
+  return true;
+}
+
+/* class_cache_pop while h samples for the profiler (h->prof set), the
+ * block counted; NULL when the cache is empty or the sample falls on this
+ * allocation. */
+BRISK_INLINE block_t *prof_class_cache_pop(heap_t *h, unsigned c) {
+  if (heap_class_cache(h, c)->count == 0 || !prof_count_class(h->prof, c)) return NULL;
   return class_cache_pop(h, c);
 }
 

@@ -546,11 +546,6 @@ size_t unwind_backtrace(uintptr_t *pcs, size_t max, walk_memo_t *memo) {
     hi = self_hi;
   }
 #if defined(__x86_64__) && defined(DLFO_STRUCT_HAS_EH_DBASE)
-  walk_memo_t none;
-  if (memo == NULL) {
-    memset(&none, 0, sizeof(none));
-    memo = &none;
-  }
   size_t n = fast_backtrace(pcs, max, lo, hi, memo);
   if (n != SIZE_MAX) {
     if (BRISK_DEBUG_LEVEL >= 2) { /* internal checks: libgcc's walk finds the same frames */

@@ -38,7 +38,7 @@ typedef struct walk_memo_s {
  * in the function that called malloc (or new, or brisk_malloc...). Linked
  * statically into the program, brisk's frames head the stack. Safe in any
  * thread, before main and in a forked child; never allocates. */
-BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max, walk_memo_t *memo);
+BRISK_INTERNAL size_t unwind_backtrace(uintptr_t *pcs, size_t max, walk_memo_t *memo); /* memo: not NULL */
 
 /* The symbol that contains addr, if the dynamic symbol tables name one:
  * *name (NULL if none) and *offset into it; *object the file of the
