@@ -35,6 +35,8 @@
   X(background_rounds, COUNT, "purge rounds of the background thread")        \
   X(background_wakeups, COUNT, "times the background thread woke up")        \
   X(background_wake_calls, COUNT, "times a thread woke the background thread") \
+  X(profile_rules_read, COUNT, "heap profiler frame rules read from unwind tables (the rule cache's misses)") \
+  X(profile_rules_read_mapped, COUNT, "of those, read through the object's mapping (its file not usable, or past the first 4,096 reads), which faults pages in") \
   X(profile_unwinder_walks, COUNT, "heap profiler stack walks left to libgcc's unwinder (a frame the fast walk does not read)") \
   X(errors, COUNT, "bad inputs reported")
 

@@ -279,17 +279,21 @@ int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) 
   return pthread_atfork(prepare, parent, child);
 }
 
-int os_file_create(const char *path, int *fd_out) {
+static int file_open(const char *path, int flags, int *fd_out) {
   int saved = errno;
   int fd;
   do {
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = open(path, flags | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EINTR);
   int err = fd < 0 ? errno : 0;
   errno = saved;
   if (err == 0) *fd_out = fd;
   return err;
 }
+
+int os_file_create(const char *path, int *fd_out) { return file_open(path, O_WRONLY | O_CREAT | O_TRUNC, fd_out); }
+
+int os_file_open_read(const char *path, int *fd_out) { return file_open(path, O_RDONLY, fd_out); }
 
 int os_file_write(int fd, const void *buf, size_t n) {
   int saved = errno, err = 0;
@@ -327,6 +331,24 @@ int os_file_copy(const char *src, int fd) {
     if (err) break;
   }
   close(in);
+  errno = saved;
+  return err;
+}
+
+int os_file_read_at(int fd, void *buf, size_t n, uint64_t off) {
+  int saved = errno, err = 0;
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = pread(fd, p, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      err = r < 0 ? errno : EIO;
+      break;
+    }
+    p += r;
+    n -= (size_t)r;
+    off += (uint64_t)r;
+  }
   errno = saved;
   return err;
 }

@@ -93,6 +93,11 @@ BRISK_INTERNAL int os_file_create(const char *path, int *fd_out);
 BRISK_INTERNAL int os_file_write(int fd, const void *buf, size_t n);
 BRISK_INTERNAL int os_file_copy(const char *src, int fd);
 BRISK_INTERNAL void os_file_close(int fd);
+/* For the stack walk, which reads unwind tables from objects' files:
+ * open read-only (close-on-exec), and read exactly n bytes at offset off
+ * (EIO if the file is shorter). Each keeps the caller's errno. */
+BRISK_INTERNAL int os_file_open_read(const char *path, int *fd_out);
+BRISK_INTERNAL int os_file_read_at(int fd, void *buf, size_t n, uint64_t off);
 BRISK_INTERNAL int os_pid(void);
 /* The name of an errno value ("ENOENT"), or "an unknown error". */
 BRISK_INTERNAL const char *os_error_name(int err);

@@ -157,9 +157,12 @@ static void cache_put(uintptr_t pc, uintptr_t map, const rule_t *r) {
   atomic_store_explicit(&e->check, rule_key(pc, map) ^ packed, memory_order_relaxed);
 }
 
-/* Reading the tables: a cursor that never passes `end`. */
+/* Reading the tables: a cursor that never passes `end`. Its bytes are
+ * the object's at address p + shift (a copy read from the file, or the
+ * mapping itself with shift 0): pc-relative pointers need the address. */
 typedef struct cur_s {
   const uint8_t *p, *end;
+  uintptr_t shift;
   bool bad;
 } cur_t;
 
@@ -224,7 +227,7 @@ static uintptr_t rd_enc(cur_t *c, uint8_t enc, uintptr_t datarel) {
   }
   switch (enc & 0x70) {
     case 0x00: break;
-    case 0x10: v += (uintptr_t)at; break;
+    case 0x10: v += (uintptr_t)at + c->shift; break;
     case 0x30: v += datarel; break;
     default: c->bad = true; return 0;
   }
@@ -329,44 +332,245 @@ static bool run_cfa(cur_t *c, uintptr_t loc, uintptr_t pc, uint64_t code_align, 
   return !c->bad;
 }
 
-/* The rule at pc, from the tables of the object at eh_hdr (its
- * .eh_frame_hdr, whose data-relative base is dbase). */
-static rule_t find_rule(uintptr_t pc, const uint8_t *hdr, uintptr_t dbase) {
+/* ---------------------------------------------------------------------------
+ * Where the tables are read from. Read through the object's mapping, each
+ * page they touch is faulted in with the kernel's fault-around (64 KiB
+ * around it): the first walks through the C library alone made 128 KiB of
+ * its tables resident, 7% of a small program's peak. So they are read
+ * from the object's file with pread, when that file is the one mapped:
+ * its ELF and program headers and its build-id note equal the mapping's
+ * byte for byte (a library replaced on disk since it was loaded, as an
+ * upgrade does, has another build id). Anything else (no file, no build
+ * id, a short read, an FDE longer than the copy) reads the mapping.
+ *
+ * A read from the file is about ten system calls (open, the checks, the
+ * search, the FDE and its CIE, close): a few microseconds. A program whose
+ * stacks hold more distinct frames than the rule cache keeps (a compiler:
+ * 126,000 reads at a 4 KiB rate) would spend seconds on them, so after the
+ * first TABLE_FILE_READS reads of the process the tables are read through
+ * the mapping: such a program is large, and its tables' pages with it.
+ * ------------------------------------------------------------------------- */
+#define TABLE_FILE_READS 4096
+#define TABLE_LOADS 8
+#define TABLE_WINDOW 128 /* search-table entries read at once */
+#define TABLE_FDE_MAX 512
+#define TABLE_FDE_LONG (32 * 1024) /* longer FDEs (a function of thousands of lines) */
+#define TABLE_CIE_MAX 256
+#define TABLE_HEAD_MAX 4096 /* ELF and program headers compared */
+
+typedef struct table_src_s {
+  int fd; /* -1: the mapping */
+  unsigned loads;
+  struct {
+    uintptr_t lo, hi; /* the file's bytes of a PT_LOAD, as mapped */
+    uint64_t off;
+  } load[TABLE_LOADS];
+  bool failed; /* a read from the file failed: look up again from the mapping */
+} table_src_t;
+
+/* n bytes of the object at addr: the mapping's own (cap is then ignored),
+ * or a copy in buf read from the file; NULL when the file cannot give them. */
+static const uint8_t *src_view(table_src_t *s, uintptr_t addr, size_t n, uint8_t *buf, size_t cap) {
+  if (s->fd < 0) return (const uint8_t *)addr;
+  if (n <= cap) {
+    for (unsigned i = 0; i < s->loads; i++) {
+      if (addr - s->load[i].lo >= s->load[i].hi - s->load[i].lo || n > s->load[i].hi - addr) continue;
+      if (os_file_read_at(s->fd, buf, n, s->load[i].off + (addr - s->load[i].lo)) == 0) return buf;
+      break;
+    }
+  }
+  s->failed = true;
+  return NULL;
+}
+
+/* Whether the file's bytes at off equal the mapping's n bytes at addr. */
+static bool same_bytes(int fd, uint64_t off, uintptr_t addr, size_t n) {
+  uint8_t buf[512];
+  while (n > 0) {
+    size_t k = n < sizeof(buf) ? n : sizeof(buf);
+    if (os_file_read_at(fd, buf, k, off) != 0 || memcmp(buf, (const void *)addr, k) != 0) return false;
+    off += k;
+    addr += k;
+    n -= k;
+  }
+  return true;
+}
+
+/* The object's GNU build-id note in its mapping: its address, its file
+ * offset and its size; false if it has none. */
+static bool build_id_note(const ElfW(Phdr) *ph, unsigned phnum, uintptr_t bias, uintptr_t *at, uint64_t *off,
+                          size_t *size) {
+  for (unsigned i = 0; i < phnum; i++) {
+    if (ph[i].p_type != PT_NOTE || ph[i].p_filesz > 4096) continue;
+    const uint8_t *p = (const uint8_t *)(bias + ph[i].p_vaddr), *end = p + ph[i].p_filesz;
+    while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+      size_t len = sizeof(*nh) + ((nh->n_namesz + 3) & ~(size_t)3) + ((nh->n_descsz + 3) & ~(size_t)3);
+      if (len > (size_t)(end - p)) break;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(p + sizeof(*nh), "GNU", 4) == 0 &&
+          nh->n_descsz > 0) {
+        *at = (uintptr_t)p;
+        *off = ph[i].p_offset + (uint64_t)(p - (const uint8_t *)(bias + ph[i].p_vaddr));
+        *size = len;
+        return true;
+      }
+      p += len;
+    }
+  }
+  return false;
+}
+
+/* Open the file of the object mapped at [start, ...) with link map `map`
+ * and check that it is the one mapped; else s reads the mapping. */
+static void src_open(table_src_t *s, uintptr_t start, const struct link_map *map) {
+  static _Atomic(uint32_t) file_reads;
+  s->fd = -1;
+  s->loads = 0;
+  s->failed = false;
+  if (map == NULL || map->l_name == NULL ||
+      atomic_load_explicit(&file_reads, memory_order_relaxed) >= TABLE_FILE_READS)
+    return;
+  atomic_fetch_add_explicit(&file_reads, 1, memory_order_relaxed);
+  const char *path = map->l_name;
+  if (path[0] == '\0') {
+    if (map->l_prev != NULL) return;
+    path = "/proc/self/exe"; /* the main program: the file it runs, even if renamed or replaced */
+  }
+  /* The headers at the mapping's start (the first PT_LOAD maps the file
+   * from offset 0: checked below before anything else is believed). */
+  const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)start;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0 ||
+      eh->e_phoff > TABLE_HEAD_MAX || eh->e_phnum > (TABLE_HEAD_MAX - eh->e_phoff) / sizeof(ElfW(Phdr)))
+    return;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(start + eh->e_phoff);
+  uintptr_t bias = (uintptr_t)map->l_addr;
+  bool first = true;
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (first && (ph[i].p_offset != 0 || ((bias + ph[i].p_vaddr) & ~(uintptr_t)(OS_PAGE_BYTES - 1)) != start))
+      return;
+    first = false;
+    if (s->loads == TABLE_LOADS) return;
+    s->load[s->loads].lo = bias + ph[i].p_vaddr;
+    s->load[s->loads].hi = bias + ph[i].p_vaddr + ph[i].p_filesz;
+    s->load[s->loads].off = ph[i].p_offset;
+    s->loads++;
+  }
+  uintptr_t note_at;
+  uint64_t note_off;
+  size_t note_size;
+  if (first || !build_id_note(ph, eh->e_phnum, bias, &note_at, &note_off, &note_size)) return;
+  int fd;
+  if (os_file_open_read(path, &fd) != 0) return;
+  size_t head = eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr));
+  if (!same_bytes(fd, 0, start, head) || !same_bytes(fd, note_off, note_at, note_size)) {
+    os_file_close(fd);
+    return;
+  }
+  s->fd = fd;
+}
+
+static void src_close(table_src_t *s) {
+  if (s->fd >= 0) os_file_close(s->fd);
+  s->fd = -1;
+}
+
+static rule_t rule_from_fde(uintptr_t pc, const uint8_t *fde, uintptr_t fde_at, uint32_t flen, uintptr_t dbase,
+                            table_src_t *s);
+
+/* The rule at pc, from the tables of the object whose .eh_frame_hdr is
+ * at hdr_at (also its data-relative base), read through s. */
+static rule_t find_rule(uintptr_t pc, uintptr_t hdr_at, table_src_t *s) {
   rule_t none = {RULE_END, 0, 0, 0, 0}, other = {RULE_OTHER, 0, 0, 0, 0};
-  if (hdr == NULL) return none;
+  if (hdr_at == 0) return none;
+  uintptr_t dbase = hdr_at;
   /* .eh_frame_hdr: version 1, then the encodings of the .eh_frame pointer,
    * the count and the sorted table of (start, FDE). */
+  uint8_t hbuf[20];
+  const uint8_t *hdr = src_view(s, hdr_at, sizeof(hbuf), hbuf, sizeof(hbuf));
+  if (hdr == NULL) return other;
   if (hdr[0] != 1 || hdr[3] != 0x3b) return other;
-  cur_t c = {hdr + 4, hdr + 4 + 16, false};
+  cur_t c = {hdr + 4, hdr + 4 + 16, hdr_at - (uintptr_t)hdr, false};
   rd_enc(&c, hdr[1], dbase);
   uint64_t count = rd_enc(&c, hdr[2], dbase);
   if (c.bad || count == 0) return other;
-  const int32_t *table = (const int32_t *)c.p;
+  uintptr_t table_at = (uintptr_t)c.p + c.shift;
+  /* Binary search, one start at a time until the rest fits a window. */
   uint64_t lo = 0, hi = count;
+  int32_t wbuf[2 * TABLE_WINDOW];
+  const int32_t *win = NULL; /* entries win_lo.. */
+  uint64_t win_lo = 0;
   while (hi - lo > 1) {
+    if (win == NULL && hi - lo <= TABLE_WINDOW) {
+      win = (const int32_t *)src_view(s, table_at + 8 * lo, 8 * (hi - lo), (uint8_t *)wbuf, sizeof(wbuf));
+      if (win == NULL) return other;
+      win_lo = lo;
+    }
     uint64_t mid = (lo + hi) / 2;
-    if (dbase + (intptr_t)table[2 * mid] <= pc) lo = mid;
+    int32_t start_rel;
+    if (win != NULL) {
+      start_rel = win[2 * (mid - win_lo)];
+    } else {
+      const int32_t *e = (const int32_t *)src_view(s, table_at + 8 * mid, 4, (uint8_t *)wbuf, sizeof(wbuf));
+      if (e == NULL) return other;
+      start_rel = *e;
+    }
+    if (dbase + (intptr_t)start_rel <= pc) lo = mid;
     else hi = mid;
   }
-  if (dbase + (intptr_t)table[2 * lo] > pc) return none;
-  const uint8_t *fde = (const uint8_t *)(dbase + (intptr_t)table[2 * lo + 1]);
+  int32_t entry[2];
+  const int32_t *e = win != NULL ? &win[2 * (lo - win_lo)]
+                                 : (const int32_t *)src_view(s, table_at + 8 * lo, 8, (uint8_t *)entry, sizeof(entry));
+  if (e == NULL) return other;
+  if (dbase + (intptr_t)e[0] > pc) return none;
+  uintptr_t fde_at = dbase + (intptr_t)e[1];
 
   /* The FDE and its CIE. Lengths bound every read. */
-  cur_t f = {fde, fde + 4, false};
-  uint32_t flen = (uint32_t)rd_u(&f, 4);
-  if (flen == 0 || flen == 0xffffffffu) return other;
-  f.end = fde + 4 + flen;
-  const uint8_t *cie_at = f.p;
+  uint8_t fbuf[TABLE_FDE_MAX];
+  const uint8_t *lenp = src_view(s, fde_at, 4, fbuf, sizeof(fbuf));
+  if (lenp == NULL) return other;
+  uint32_t flen;
+  memcpy(&flen, lenp, 4);
+  if (flen < 4 || flen == 0xffffffffu) return other;
+  /* A long FDE is copied to a buffer shared by all threads, if free. */
+  static uint8_t long_buf[TABLE_FDE_LONG];
+  static _Atomic(bool) long_busy;
+  bool long_held = false;
+  const uint8_t *fde;
+  if (s->fd >= 0 && 4 + (size_t)flen > sizeof(fbuf) &&
+      !atomic_exchange_explicit(&long_busy, true, memory_order_acquire)) {
+    long_held = true;
+    fde = src_view(s, fde_at, 4 + (size_t)flen, long_buf, sizeof(long_buf));
+  } else {
+    fde = src_view(s, fde_at, 4 + (size_t)flen, fbuf, sizeof(fbuf));
+  }
+  rule_t r = fde == NULL ? other : rule_from_fde(pc, fde, fde_at, flen, dbase, s);
+  if (long_held) atomic_store_explicit(&long_busy, false, memory_order_release);
+  return r;
+}
+
+/* The rule at pc from the FDE at fde_at (its bytes at fde, read through s:
+ * the CIE is read here) and the CIE it names. */
+static rule_t rule_from_fde(uintptr_t pc, const uint8_t *fde, uintptr_t fde_at, uint32_t flen, uintptr_t dbase,
+                            table_src_t *s) {
+  rule_t none = {RULE_END, 0, 0, 0, 0}, other = {RULE_OTHER, 0, 0, 0, 0};
+  uint8_t kbuf[TABLE_CIE_MAX];
+  cur_t f = {fde + 4, fde + 4 + flen, fde_at - (uintptr_t)fde, false};
   uint32_t cie_off = (uint32_t)rd_u(&f, 4);
-  const uint8_t *cie = cie_at - cie_off;
-  cur_t k = {cie, cie + 4, false};
-  uint32_t clen = (uint32_t)rd_u(&k, 4);
-  if (clen == 0 || clen == 0xffffffffu) return other;
-  k.end = cie + 4 + clen;
+  uintptr_t cie_at = fde_at + 4 - cie_off;
+  const uint8_t *lenp = src_view(s, cie_at, 4, kbuf, sizeof(kbuf));
+  if (lenp == NULL) return other;
+  uint32_t clen;
+  memcpy(&clen, lenp, 4);
+  if (clen < 4 || clen == 0xffffffffu) return other;
+  const uint8_t *cie = src_view(s, cie_at, 4 + (size_t)clen, kbuf, sizeof(kbuf));
+  if (cie == NULL) return other;
+  cur_t k = {cie + 4, cie + 4 + clen, cie_at - (uintptr_t)cie, false};
   if (rd_u(&k, 4) != 0) return other; /* not a CIE */
   uint8_t version = (uint8_t)rd_u(&k, 1);
   const char *aug = (const char *)k.p;
   while (k.p < k.end && *k.p) k.p++;
+  if (k.p == k.end) return other;
   k.p++;
   uint64_t code_align = rd_uleb(&k);
   int64_t data_align = rd_sleb(&k);
@@ -375,6 +579,7 @@ static rule_t find_rule(uintptr_t pc, const uint8_t *hdr, uintptr_t dbase) {
   if (ra_reg != REG_RA || k.bad) return other;
   if (aug[0] == 'z') {
     uint64_t alen = rd_uleb(&k);
+    if (k.bad || alen > (uint64_t)(k.end - k.p)) return other;
     const uint8_t *after = k.p + alen;
     for (const char *a = aug + 1; *a; a++) {
       if (*a == 'R') fde_enc = (uint8_t)rd_u(&k, 1);
@@ -418,7 +623,8 @@ static rule_t find_rule(uintptr_t pc, const uint8_t *hdr, uintptr_t dbase) {
 typedef struct {
   uintptr_t start, end;
   void *eh_frame;
-  bool permanent; /* never unloaded (below) */
+  const struct link_map *map; /* its file and load bias (src_open) */
+  bool permanent;             /* never unloaded (below) */
 } walk_object_t;
 
 /* Objects that are never unloaded, found once: the main program (the
@@ -444,7 +650,8 @@ static bool permanent_note(const struct dl_find_object *dlfo) {
   if (!atomic_compare_exchange_strong_explicit(&permanent_known[which], &expected, 1, memory_order_relaxed,
                                                memory_order_relaxed))
     return true;
-  walk_object_t o = {(uintptr_t)dlfo->dlfo_map_start, (uintptr_t)dlfo->dlfo_map_end, dlfo->dlfo_eh_frame, true};
+  walk_object_t o = {(uintptr_t)dlfo->dlfo_map_start, (uintptr_t)dlfo->dlfo_map_end, dlfo->dlfo_eh_frame,
+                     dlfo->dlfo_link_map, true};
   permanent[which] = o;
   atomic_store_explicit(&permanent_known[which], 2, memory_order_release);
   return true;
@@ -460,7 +667,8 @@ static bool object_find(uintptr_t pc, walk_object_t *obj) {
   }
   struct dl_find_object dlfo;
   if (_dl_find_object((void *)pc, &dlfo) != 0) return false;
-  walk_object_t o = {(uintptr_t)dlfo.dlfo_map_start, (uintptr_t)dlfo.dlfo_map_end, dlfo.dlfo_eh_frame, false};
+  walk_object_t o = {(uintptr_t)dlfo.dlfo_map_start, (uintptr_t)dlfo.dlfo_map_end, dlfo.dlfo_eh_frame,
+                     dlfo.dlfo_link_map, false};
   o.permanent = permanent_note(&dlfo);
   *obj = o;
   return true;
@@ -474,7 +682,16 @@ static rule_t rule_at(uintptr_t pc, walk_object_t *obj) {
   }
   rule_t r;
   if (cache_get(pc, obj->start, &r)) return r;
-  r = find_rule(pc, obj->eh_frame, (uintptr_t)obj->eh_frame);
+  STAT_COUNT(profile_rules_read, 1);
+  table_src_t src;
+  src_open(&src, obj->start, obj->map);
+  r = find_rule(pc, (uintptr_t)obj->eh_frame, &src);
+  bool from_file = src.fd >= 0 && !src.failed;
+  src_close(&src);
+  if (!from_file) {
+    STAT_COUNT(profile_rules_read_mapped, 1);
+    if (src.failed) r = find_rule(pc, (uintptr_t)obj->eh_frame, &src); /* src_close left it reading the mapping */
+  }
   cache_put(pc, obj->start, &r);
   return r;
 }
@@ -509,7 +726,7 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
   uintptr_t pc, rsp, rbp;
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(rsp), "=r"(rbp));
   size_t n = 0;
-  walk_object_t obj = {0, 0, NULL, false};
+  walk_object_t obj = {0, 0, NULL, NULL, false};
   /* A return address points after its call: its rule is the call's. The
    * first pc is this function's own, not a return address. */
   uintptr_t at = pc;

@@ -28,11 +28,14 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { N_RECORDS = 200000, RECORD = 48, N_BUFFERS = 10000, BUFFER = 2000, N_LEAKED = 300, LEAKED = 40000 };
 
@@ -172,6 +175,65 @@ static int run_churn(const char *path) {
   return 0;
 }
 
+/* The C library's unwind tables: from its .eh_frame_hdr to the end of the
+ * PT_LOAD holding it (.eh_frame follows the header there). */
+typedef struct {
+  uintptr_t lo, hi;
+} range_t;
+
+static int find_libc_tables(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  if (info->dlpi_name == NULL || strstr(info->dlpi_name, "/libc.so") == NULL) return 0;
+  range_t *r = arg;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    if (info->dlpi_phdr[i].p_type != PT_GNU_EH_FRAME) continue;
+    uintptr_t hdr = info->dlpi_phdr[i].p_vaddr;
+    for (int j = 0; j < info->dlpi_phnum; j++) {
+      const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
+      if (ph->p_type == PT_LOAD && hdr >= ph->p_vaddr && hdr < ph->p_vaddr + ph->p_filesz) {
+        r->lo = info->dlpi_addr + hdr;
+        r->hi = info->dlpi_addr + ph->p_vaddr + ph->p_filesz;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+static int run_tables(int n) {
+  for (int i = 0; i < n; i++) free(make_reused());
+  range_t r = {0, 0};
+  if (dl_iterate_phdr(find_libc_tables, &r) == 0) return fprintf(stderr, "profile_sites: no libc tables\n"), 1;
+  int fd = open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return fprintf(stderr, "profile_sites: cannot open /proc/self/pagemap\n"), 1;
+  long page = sysconf(_SC_PAGESIZE), resident = 0, pages = 0;
+  for (uintptr_t a = r.lo & ~(uintptr_t)(page - 1); a < r.hi; a += (uintptr_t)page, pages++) {
+    uint64_t entry;
+    if (pread(fd, &entry, 8, (off_t)(a / (uintptr_t)page * 8)) != 8) return fprintf(stderr, "profile_sites: pagemap\n"), 1;
+    resident += (entry >> 63) & 1;
+  }
+  close(fd);
+  printf("tables: %ld of %ld pages resident\n", resident, pages);
+  return 0;
+}
+
+enum { N_PLUGIN = 2000, PLUGIN = 3000 };
+static void *plugin_blocks[N_PLUGIN];
+
+__attribute__((noinline)) int run_replaced(const char *dir) {
+  char loaded[4096], other[4096];
+  snprintf(loaded, sizeof loaded, "%s/plugin.so", dir);
+  snprintf(other, sizeof other, "%s/plugin_b.so", dir);
+  void *h = dlopen(loaded, RTLD_NOW);
+  if (h == NULL) return fprintf(stderr, "profile_sites: dlopen %s: %s\n", loaded, dlerror()), 1;
+  void *(*make)(size_t) = (void *(*)(size_t))dlsym(h, "plugin_make");
+  if (make == NULL) return fprintf(stderr, "profile_sites: no plugin_make\n"), 1;
+  if (rename(other, loaded) != 0) return perror("profile_sites: rename"), 1;
+  for (int i = 0; i < N_PLUGIN; i++)
+    if ((plugin_blocks[i] = make(PLUGIN)) == NULL) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+  return 0;
+}
+
 static int run_faults(int rounds) {
   dump_fn dump = find_dump();
   static const size_t sizes[] = {16, 48, 200, 1000, 3000, 20000, 100000, 1 << 20, 5 << 20};
@@ -209,6 +271,9 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "idle") == 0) return run_idle(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "few") == 0) return run_few(argv[2]);
   if (argc == 3 && strcmp(argv[1], "churn") == 0) return run_churn(argv[2]);
-  fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH\n");
+  if (argc == 3 && strcmp(argv[1], "tables") == 0) return run_tables(atoi(argv[2]));
+  if (argc == 3 && strcmp(argv[1], "replaced") == 0) return run_replaced(argv[2]);
+  fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
+          "replaced DIR\n");
   return 2;
 }

@@ -68,14 +68,23 @@ def near(got, want):
     return got is not None and abs(got - want) <= TOLERANCE * want
 
 
-def run(args, env_extra, timeout=120):
+def no_aslr():
+    """In the child: the same address layout every run (personality's
+    ADDR_NO_RANDOMIZE), so that the kernel's 64 KiB fault-around windows
+    fall on the same pages of a library in two runs."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).personality(0x0040000)
+
+
+def run(args, env_extra, timeout=120, preexec_fn=None):
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("BRISK_"):
             del env[k]
     env["LD_PRELOAD"] = LIB
     env.update(env_extra)
-    return subprocess.run([PROG] + args, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([PROG] + args, env=env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec_fn)
 
 
 HEADER = re.compile(r"^heap profile: (\d+): (\d+) \[ (\d+): (\d+)\] @ heapprofile$")
@@ -116,6 +125,13 @@ def check_heap_file(path):
           "%s: MAPPED_LIBRARIES does not list %s" % (path, PROG))
     check(any("libbrisk" in l for l in maps), "%s: MAPPED_LIBRARIES does not list libbrisk" % path)
     return total
+
+
+def stat_of(stderr, name):
+    """A statistic of BRISK_SHOW_STATS=1's report; None (a failed check) if absent."""
+    m = re.search(r"^brisk:   %s: (\d+)" % name, stderr, re.M)
+    check(m is not None, "BRISK_SHOW_STATS printed no %s: %r" % (name, stderr[-1000:]))
+    return int(m.group(1)) if m else None
 
 
 def read_collapsed(path):
@@ -265,12 +281,13 @@ def test_churn(tmp, pprof):
     # On x86-64 brisk reads the unwind tables itself: no frame of this
     # ordinary program (-O2, no frame pointers, functions that save no
     # rbp) may need libgcc's unwinder, ten times as slow per sample.
-    m = re.search(r"^brisk:   profile_unwinder_walks: (\d+)", r.stderr, re.M)
-    if check(m is not None, "BRISK_SHOW_STATS printed no profile_unwinder_walks: %r" % r.stderr[-1000:]):
-        walks = int(m.group(1))
+    # ... and reads them from the objects' files, not through their mappings
+    for stat, what in (("profile_unwinder_walks", "stack walks left to libgcc's unwinder"),
+                       ("profile_rules_read_mapped", "frame rules read through a mapping, not the file")):
+        n = stat_of(r.stderr, stat)
         if platform.machine() == "x86_64":
-            check(walks == 0, "churn: %d stack walks were left to libgcc's unwinder" % walks)
-        print("[profile] churn: %d stack walks left to libgcc's unwinder" % walks)
+            check(n == 0, "churn: %s %s" % (n, what))
+        print("[profile] churn: %s %s" % (n, what))
     slots, rounds, size = 2000, 20, 3000  # profile_sites.c: CHURN_*
     live = {"make_reused": slots * size, "make_kept": slots * rounds // 4 * size}
     coll = read_collapsed(os.path.join(tmp, "churn.collapsed"))
@@ -286,6 +303,54 @@ def test_churn(tmp, pprof):
         check(near(flat.get(site), want), "google-pprof (allocated, churn): %s %s, truth %d"
               % (site, flat.get(site), want))
     print("[profile] churn, allocated: %s (truth %s)" % ({k: flat.get(k) for k in allocated}, allocated))
+
+
+def test_tables(tmp):
+    """The stack walk reads unwind tables with pread: a sampling process
+    has no more pages of the C library's tables resident than the same
+    process unprofiled (through the mapping, the kernel's fault-around
+    made 16 pages resident at once)."""
+    got = {}
+    for name, env in (("off", {}), ("on", {"BRISK_PROFILE": os.path.join(tmp, "tables"),
+                                           "BRISK_PROFILE_RATE": "4096"})):
+        r = run(["tables", "20000"], env, preexec_fn=no_aslr)
+        m = re.search(r"^tables: (\d+) of (\d+) pages resident", r.stdout, re.M)
+        if not check(r.returncode == 0 and m is not None, "profile_sites tables (%s): exit %d, %r %r"
+                     % (name, r.returncode, r.stdout[-500:], r.stderr[-1000:])):
+            return
+        got[name] = int(m.group(1))
+    print("[profile] pages of the C library's unwind tables resident: %d unprofiled, %d profiled"
+          % (got["off"], got["on"]))
+    if platform.machine() == "x86_64":  # elsewhere libgcc's walk reads them through the mapping
+        check(got["on"] <= got["off"] + 4, "sampling made %d more pages of the C library's unwind tables resident"
+              % (got["on"] - got["off"]))
+
+
+def test_replaced(tmp):
+    """A loaded library whose file is then replaced by another build (as a
+    package upgrade does): the walk must not read the new file's tables
+    for the old code (its build id differs), and the stacks stay right."""
+    d = os.path.join(tmp, "replaced")
+    os.makedirs(d)
+    shutil.copy(os.path.join(BIN_DIR, "libprofile_plugin_a.so"), os.path.join(d, "plugin.so"))
+    shutil.copy(os.path.join(BIN_DIR, "libprofile_plugin_b.so"), os.path.join(d, "plugin_b.so"))
+    r = run(["replaced", d], {"BRISK_PROFILE": os.path.join(d, "r"), "BRISK_PROFILE_RATE": "4096",
+                              "BRISK_SHOW_STATS": "1"})
+    if not check(r.returncode == 0, "profile_sites replaced: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
+        return
+    want = 2000 * 3000  # profile_sites.c: N_PLUGIN x PLUGIN
+    exits = glob.glob(os.path.join(d, "r.*.collapsed"))  # the exit dump: PREFIX.PID.SEQ
+    if not check(len(exits) == 1, "replaced plugin: exit dumps %r" % exits):
+        return
+    coll = read_collapsed(exits[0])
+    got = sum(n for stack, n in coll if stack[-2:] == ["run_replaced", "plugin_make"])
+    check(near(got, want), "replaced plugin: run_replaced;plugin_make has %d bytes in use, truth %d" % (got, want))
+    mapped = stat_of(r.stderr, "profile_rules_read_mapped")
+    if platform.machine() == "x86_64":
+        check(mapped is not None and mapped >= 1,
+              "replaced plugin: no frame rule was read through the mapping (%s)" % mapped)
+    print("[profile] replaced plugin: run_replaced;plugin_make %d bytes in use (truth %d), "
+          "%s rules read through the mapping" % (got, want, mapped))
 
 
 def test_signal(tmp):
@@ -397,6 +462,8 @@ def main():
         test_sites(tmp, pprof)
         test_few_samples(tmp)
         test_churn(tmp, pprof)
+        test_tables(tmp)
+        test_replaced(tmp)
         test_signal(tmp)
         test_interval(tmp)
         test_off_and_leaks_alone(tmp)

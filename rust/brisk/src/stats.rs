@@ -164,6 +164,11 @@ json_struct! {
         background_rounds: i64,
         background_wakeups: i64,
         background_wake_calls: i64,
+        /// Heap profiler frame rules read from unwind tables (misses of its
+        /// rule cache), and of those, the ones read through the object's
+        /// mapping rather than its file (which makes the pages resident).
+        profile_rules_read: i64,
+        profile_rules_read_mapped: i64,
         /// Heap profiler stack walks left to libgcc's unwinder (a frame
         /// whose unwind rules brisk's own walk does not read).
         profile_unwinder_walks: i64,
