@@ -500,6 +500,20 @@ static block_t *sampling_refill(heap_t *h, page_t *pg) {
   return page_pop(pg);
 }
 
+block_t *heap_prof_refill(heap_t *h, page_t *pg) {
+  prof_heap_t *ph = h->prof;
+  unsigned c = pg->size_class;
+  if (ph == NULL || h->cache_path_max != DIRECT_MAX || !prof_active() || c == 0 || h->queues[c].first != pg)
+    return NULL;
+  int64_t left = ph->left[c] - (int64_t)class_size(c);
+  if (left <= 0) return NULL; /* the sample: the whole way */
+  block_t *b = sampling_refill(h, pg);
+  if (b == NULL) return NULL;
+  ph->left[c] = left;
+  prof_expose(ph, c, pg);
+  return b;
+}
+
 static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
   prof_heap_t *ph = prof_heap_of(h);
   /* What the allocation takes without sampling: class c (0: large or huge)
