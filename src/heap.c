@@ -67,6 +67,7 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   h->tid = tid;
   h->kind = kind;
   h->cache_path_max = MEDIUM_MAX;
+  h->refill_mask = h->prof != NULL ? 0 : REFILL_SLOW_EVERY - 1; /* a reused heap keeps its sampling */
   class_cache_init(h);
 }
 
@@ -277,7 +278,10 @@ void heap_housekeeping(heap_t *h) {
    * per page; a purge waits for 8 slow paths at most beyond its delay. */
   if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) {
     segment_set_purge(&h->segments, false);
-    if (h->kind == HEAP_KIND_THREAD && !prof_active()) h->cache_path_max = MEDIUM_MAX;
+    if (h->kind == HEAP_KIND_THREAD && !prof_active()) {
+      h->cache_path_max = MEDIUM_MAX;
+      h->refill_mask = REFILL_SLOW_EVERY - 1;
+    }
   }
 }
 
@@ -413,6 +417,12 @@ static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment, bool 
 }
 
 static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment);
+/* While h samples, the refill that page_refill_pop leaves to the slow path
+ * (it takes no local list in such a heap: refill_mask), of pg, h->direct's
+ * page of a class up to DIRECT_MAX: the allocation counted, the local
+ * list exposed up to the next sample. NULL if the sample falls on it or
+ * there is nothing to refill from: heap_alloc_counted does the rest. */
+static block_t *prof_refill(heap_t *h, page_t *pg);
 
 /* While the profiler samples, the common case of heap_alloc: a class with
  * a cache (above DIRECT_MAX), no sample, a cached block; else NULL. */
@@ -443,7 +453,9 @@ void *heap_alloc_class(heap_t *h, unsigned c) {
 
 void *heap_alloc(heap_t *h, size_t size) {
   if (BRISK_UNLIKELY(prof_active())) {
-    block_t *b = sampling_cache_pop(h, size);
+    /* The counted refill of a class up to DIRECT_MAX (the common case of
+     * a heap that samples), or a cached block */
+    block_t *b = size <= DIRECT_MAX ? prof_refill(h, h->direct[(size + 15) >> 4]) : sampling_cache_pop(h, size);
     return b != NULL ? b : heap_alloc_counted(h, size, 0);
   }
   void *p;
@@ -500,11 +512,10 @@ static block_t *sampling_refill(heap_t *h, page_t *pg) {
   return page_pop(pg);
 }
 
-block_t *heap_prof_refill(heap_t *h, page_t *pg) {
+static block_t *prof_refill(heap_t *h, page_t *pg) {
   prof_heap_t *ph = h->prof;
   unsigned c = pg->size_class;
-  if (ph == NULL || h->cache_path_max != DIRECT_MAX || !prof_active() || c == 0 || h->queues[c].first != pg)
-    return NULL;
+  if (ph == NULL || c == 0 || h->queues[c].first != pg || h->cache_path_max != DIRECT_MAX) return NULL;
   int64_t left = ph->left[c] - (int64_t)class_size(c);
   if (left <= 0) return NULL; /* the sample: the whole way */
   block_t *b = sampling_refill(h, pg);

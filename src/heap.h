@@ -24,12 +24,6 @@ BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
  * came up empty (malloc_slow pops it itself). */
 BRISK_INTERNAL void *heap_alloc_class(heap_t *h, unsigned c);
 BRISK_INTERNAL void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size);
-/* While h samples, the refill that page_refill_pop leaves to the slow path
- * when the profiler cut the list of pg (h->direct's page of a class up to
- * DIRECT_MAX): the allocation counted, the local list exposed up to the
- * next sample; NULL if the sample falls on it or there is nothing to
- * refill from (heap_alloc does the rest). */
-BRISK_INTERNAL block_t *heap_prof_refill(heap_t *h, page_t *pg);
 BRISK_INTERNAL void heap_drain_inbox(heap_t *h);
 /* A free from a thread without a heap (it is exiting): the block is
  * handed to dst at once. gen is dst's generation as read from its inbox. */

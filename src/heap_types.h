@@ -98,6 +98,11 @@ typedef struct heap_s {
   int32_t large_pending;
   uint32_t housekeeping_tick;
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
+  /* page_refill_pop goes the slow way when refill_tick & refill_mask is 0:
+   * REFILL_SLOW_EVERY - 1, or 0 (always) while the heap samples for the
+   * profiler, whose local lists must be counted (profile_count.h); 0 in
+   * the static heaps. Owner only. */
+  uint32_t refill_mask;
   /* malloc_slow serves sizes up to this from the class cache itself:
    * MEDIUM_MAX, or DIRECT_MAX while the heap samples for the profiler (its
    * allocations above DIRECT_MAX then take malloc_slow's counted branch,

@@ -91,9 +91,11 @@ BRISK_INLINE void page_take_local_free(page_t *pg) {
 BRISK_INLINE block_t *page_refill_pop(heap_t *h, page_t *pg) {
   block_t *lf = pg->local_free;
   /* Only a list that ended: a head outside the page is a broken link,
-   * which the slow path reports (page_collect). */
-  if (pg->free != page_list_end(pg) || !page_holds_block_inline(pg, lf) ||
-      ++h->refill_tick % REFILL_SLOW_EVERY == 0)
+   * which the slow path reports (page_collect). Never while the heap
+   * samples (refill_mask 0): the local list must be counted
+   * (profile_count.h; a list withdrawn for the profiler may end at the
+   * list end, not the cut). */
+  if (pg->free != page_list_end(pg) || !page_holds_block_inline(pg, lf) || (++h->refill_tick & h->refill_mask) == 0)
     return NULL;
   page_take_local_free(pg);
   return page_pop(pg);

@@ -54,6 +54,7 @@ prof_heap_t *prof_heap_state(heap_t *h) {
     h->prof = ph;
   }
   if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
+  h->refill_mask = 0; /* every refill counted (prof_refill in heap.c) */
   return ph;
 }
 

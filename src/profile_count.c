@@ -128,9 +128,12 @@ static block_t *list_tail(const page_t *pg, block_t *b, uint64_t *count) {
  * local list is walked (the owner's latest frees, in its cache): the free
  * list may be long and cold (blocks other threads freed), and walking it
  * at every change of a class's page was a tenth of the time of a workload
- * that moves blocks between threads. (Lists that end in a broken link are
- * left as they are, for the slow path to report; the free list's own end
- * is checked by the path that pops it.) */
+ * that moves blocks between threads. The free list's end (the cut or the
+ * list end) stays as it was: either stops the inline path, and
+ * page_refill_pop takes no local list while the heap samples
+ * (refill_mask). (Lists that end in a broken link are left as they are,
+ * for the slow path to report; the free list's own end is checked by the
+ * path that pops it.) */
 static void withdraw(page_t *pg) {
   block_t *cut = page_list_cut(pg), *f = pg->free;
   if (!in_page(pg, f)) {

@@ -133,12 +133,8 @@ heap_t *thread_heap_init(void) {
 void *malloc_slow(size_t size) {
   heap_t *h = brisk_tls_heap;
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
-    page_t *pg = h->direct[(size + 15) >> 4];
-    block_t *b = page_refill_pop(h, pg);
+    block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
     if (b != NULL) return b;
-    /* While sampling, the profiler's cut ends the list: the same refill,
-     * counted, without the general path */
-    if (BRISK_UNLIKELY(h->prof != NULL) && (b = heap_prof_refill(h, pg)) != NULL) return b;
   } else if (size <= h->cache_path_max) { /* MEDIUM_MAX; less while the profiler samples */
     /* Most allocations of these classes are served by the class cache
      * (empty in a heap that owns nothing, and in the hardened build). */

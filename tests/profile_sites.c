@@ -22,6 +22,22 @@
  *                              (fewer samples than a heap's batch holds: the
  *                              dumps must count samples not yet in the
  *                              record, and forget the freed ones)
+ *   profile_sites churn PATH   make_reused takes the block just freed,
+ *                              make_kept keeps its blocks; dumped to PATH
+ *   profile_sites tables N     N x 3000 B from make_reused, then prints how
+ *                              many pages of the C library's unwind tables
+ *                              are resident (/proc/self/pagemap): the
+ *                              stack walk must not add any (it reads them
+ *                              from the file)
+ *   profile_sites replaced DIR loads DIR/plugin.so, renames DIR/plugin_b.so
+ *                              (another build) over it, then keeps 2000 x
+ *                              3000 B from the plugin's plugin_make called
+ *                              by run_replaced: their stacks must be right
+ *   profile_sites small PATH   400 rounds of 1000 x 64 B from make_small,
+ *                              each round freed before the next (the page's
+ *                              local list refills it), dumped to PATH with
+ *                              the last round live: every refill must be
+ *                              counted
  *
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
  * make_early before main runs.
@@ -217,6 +233,28 @@ static int run_tables(int n) {
   return 0;
 }
 
+enum { N_SMALL = 1000, SMALL_ROUNDS = 400, SMALL = 64 };
+static void *small[N_SMALL];
+
+__attribute__((noinline)) void *make_small(void) {
+  char *p = malloc(SMALL);
+  if (p) memset(p, 10, SMALL);
+  return p;
+}
+
+static int run_small(const char *path) {
+  dump_fn dump = find_dump();
+  for (int r = 0; r < SMALL_ROUNDS; r++) {
+    for (int i = 0; i < N_SMALL; i++)
+      if ((small[i] = make_small()) == NULL) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+    if (r + 1 < SMALL_ROUNDS)
+      for (int i = 0; i < N_SMALL; i++) free(small[i]);
+  }
+  if (dump(path) != 0) return fprintf(stderr, "profile_sites: dump %s failed\n", path), 1;
+  for (int i = 0; i < N_SMALL; i++) free(small[i]);
+  return 0;
+}
+
 enum { N_PLUGIN = 2000, PLUGIN = 3000 };
 static void *plugin_blocks[N_PLUGIN];
 
@@ -273,7 +311,8 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "churn") == 0) return run_churn(argv[2]);
   if (argc == 3 && strcmp(argv[1], "tables") == 0) return run_tables(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "replaced") == 0) return run_replaced(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "small") == 0) return run_small(argv[2]);
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
-          "replaced DIR\n");
+          "replaced DIR | small PATH\n");
   return 2;
 }

@@ -305,6 +305,23 @@ def test_churn(tmp, pprof):
     print("[profile] churn, allocated: %s (truth %s)" % ({k: flat.get(k) for k in allocated}, allocated))
 
 
+def test_small_refills(tmp, pprof):
+    """A small class whose blocks are freed and taken again from the page's
+    local list: every refill is counted, or the site's allocated bytes
+    fall far below the truth."""
+    heap = os.path.join(tmp, "small.heap")
+    r = run(["small", heap], {"BRISK_PROFILE": os.path.join(tmp, "small"), "BRISK_PROFILE_RATE": "4096"})
+    if not check(r.returncode == 0, "profile_sites small: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
+        return
+    if pprof is None:
+        return
+    want = 400 * 1000 * 64  # profile_sites.c: SMALL_ROUNDS x N_SMALL x SMALL
+    flat, _ = pprof_flat(pprof, heap, "--alloc_space")
+    check(near(flat.get("make_small"), want), "google-pprof (allocated, small): make_small %s, truth %d"
+          % (flat.get("make_small"), want))
+    print("[profile] small refills, allocated: make_small %s (truth %d)" % (flat.get("make_small"), want))
+
+
 def test_tables(tmp):
     """The stack walk reads unwind tables with pread: a sampling process
     has no more pages of the C library's tables resident than the same
@@ -462,6 +479,7 @@ def main():
         test_sites(tmp, pprof)
         test_few_samples(tmp)
         test_churn(tmp, pprof)
+        test_small_refills(tmp, pprof)
         test_tables(tmp)
         test_replaced(tmp)
         test_signal(tmp)
