@@ -198,9 +198,9 @@ void prof_expose(prof_heap_t *ph, unsigned c, page_t *pg) {
   int64_t size = (int64_t)class_size(c), left = ph->left[c];
   /* Allocations of this class before the one whose bytes reach the count. */
   uint64_t allow = left > 0 ? (uint64_t)(left - 1) / (uint64_t)size : 0;
-  /* The list was just collected (the local list, or carved blocks) and one
-   * block taken: the page's other blocks are all on it, and it ends at the
-   * cut (withdraw, page_collect), so its length is known without a walk. */
+  /* The list was just collected (the local list, which withdraw and
+   * page_collect fill, or carved blocks) and one block taken: the page's
+   * other blocks are all on it, so its length is known without a walk. */
   uint32_t used = page_used(pg) - PAGE_USED_BIAS;
   uint64_t len = list_ended(pg, pg->local_free) && used < pg->reserved ? pg->reserved - used : 0;
   if (len != 0 && allow >= len) {
