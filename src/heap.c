@@ -456,7 +456,18 @@ void *heap_alloc(heap_t *h, size_t size) {
     /* The counted refill of a class up to DIRECT_MAX (the common case of
      * a heap that samples), or a cached block */
     block_t *b = size <= DIRECT_MAX ? prof_refill(h, h->direct[(size + 15) >> 4]) : sampling_cache_pop(h, size);
-    return b != NULL ? b : heap_alloc_counted(h, size, 0);
+    if (b != NULL) return b;
+    /* A large block the sample does not fall on: counted here, without
+     * the general path (linear: 57,000 of 300,000 allocations, about 60
+     * instructions each) */
+    prof_heap_t *ph = size - (MEDIUM_MAX + 1) < LARGE_MAX - MEDIUM_MAX ? prof_heap_of(h) : NULL;
+    int64_t left = ph != NULL ? ph->left[0] - (int64_t)((size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1)) : 0;
+    if (left <= 0) return heap_alloc_counted(h, size, 0);
+    ph->left[0] = left;
+    void *p = alloc_large(h, size, 0, false);
+    if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
+    if (!h->segments.fresh_only) prof_poll();
+    return p;
   }
   void *p;
   if (BRISK_LIKELY(size <= MEDIUM_MAX)) p = alloc_class(h, size_to_class(size));
