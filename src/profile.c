@@ -73,8 +73,14 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sa
   size_t n = unwind_backtrace(pcs, PROF_FRAMES, &ph->walk_memo);
   double weight = prof_sample_weight(ph, c, sampled);
   double bytes = (double)requested * weight;
-  uint64_t hash = record_stack_hash(pcs, n);
-  prof_stack_t *s = record_stack_seen(pcs, n, hash);
+  /* The same frames as the last sample: its stack record (records are
+   * never removed) without the hash and the lookup. */
+  uint64_t hash = 0;
+  prof_stack_t *s = ph->walk_memo.same ? ph->last_stack : NULL;
+  if (s == NULL) {
+    hash = record_stack_hash(pcs, n);
+    s = record_stack_seen(pcs, n, hash);
+  }
   /* A huge block may be freed by any thread (free_checked): it enters the
    * record at once. The others wait in the heap's batch. */
   bool batch = !(pg->flags & PAGE_HUGE);
@@ -88,6 +94,7 @@ void prof_sampled(heap_t *h, page_t *pg, size_t requested, unsigned c, size_t sa
     if (s != NULL && !batch) pg->prof_slot = record_sample_enter(ph, s, pg, weight, bytes, &dump);
     record_unlock();
   }
+  ph->last_stack = s;
   if (s != NULL && batch) {
     uint32_t k = ph->pending_count++;
     prof_pending_t *e = &ph->pending[k];

@@ -53,6 +53,7 @@ typedef struct prof_heap_s {
   prof_pending_t pending[PROF_PENDING_BATCH];
   struct prof_heap_s *all_next; /* every heap state (the record's lock) */
   walk_memo_t walk_memo;     /* the last sample's frames (stackwalk.h) */
+  struct prof_stack_s *last_stack; /* the last sample's stack record (NULL: none) */
   double weight_rate;        /* the rate weight[] was computed for */
   double weight[CLASS_COUNT]; /* 1 / the probability that a block of the
                                 class is sampled; 0: not computed yet */

@@ -721,15 +721,17 @@ static __attribute__((noinline)) rule_t rule_remember(uintptr_t at, unsigned dep
   return r;
 }
 
-/* The leading frames of the last walk (brisk's own, up to the first
- * return address it keeps), when all of them have rules based on rsp:
- * their return addresses then sit at fixed offsets from this function's
- * rsp, and a walk that finds the same return addresses there has the same
- * frames, so it takes the first kept frame's rsp and rbp from the memo
- * with one load and compare a frame (instead of about 24 instructions).
- * The frames are brisk's code, never unloaded, and their rules are fixed
- * by their return addresses. */
-static size_t lead_skip(const walk_memo_t *memo, uintptr_t *rsp, uintptr_t *rbp, uintptr_t *pc) {
+/* The frames of the last walk, recorded while each has a rule based on
+ * rsp: their return addresses then sit at fixed offsets from this
+ * function's rsp (each frame's rule, fixed by its address, fixes where
+ * the next one starts). A walk that finds the same return addresses at
+ * those offsets has the same frames: with one load and compare a frame
+ * (instead of about 24 instructions) it skips the leading ones (brisk's
+ * own, up to the first address kept), starting at the first kept frame
+ * with the rsp and rbp the memo gives, and when the whole last walk was
+ * recorded and matches, it is that walk (memo->same). Returns the frames
+ * skipped (0: none). */
+static unsigned lead_skip(walk_memo_t *memo, uintptr_t *rsp, uintptr_t *rbp, uintptr_t *pc) {
   unsigned n = memo->lead_n;
   if (n == 0) return 0;
   uintptr_t rsp0 = *rsp;
@@ -741,6 +743,15 @@ static size_t lead_skip(const walk_memo_t *memo, uintptr_t *rsp, uintptr_t *rbp,
   return n;
 }
 
+/* After lead_skip: the rest of the last whole walk found again. */
+static bool same_rest(const walk_memo_t *memo, uintptr_t rsp0) {
+  unsigned n = memo->whole_n;
+  if (n == 0) return false;
+  for (unsigned i = memo->lead_n; i < n; i++)
+    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return false;
+  return true;
+}
+
 static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
                                                        walk_memo_t *memo) {
   uintptr_t pc, rsp, rbp;
@@ -750,20 +761,32 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
   /* A return address points after its call: its rule is the call's. The
    * first pc is this function's own, not a return address. */
   uintptr_t at = pc, rsp0 = rsp;
-  unsigned depth = (unsigned)lead_skip(memo, &rsp, &rbp, &pc);
-  bool lead = depth == 0; /* recording the leading frames */
-  int32_t lead_rbp = 0;
+  unsigned depth = lead_skip(memo, &rsp, &rbp, &pc);
+  memo->same = 0;
   if (depth != 0) {
+    if (same_rest(memo, rsp0)) {
+      size_t k = memo->whole_kept < max ? memo->whole_kept : max;
+      for (size_t i = 0; i < k; i++) pcs[i] = memo->lead_pc[depth - 1 + i];
+      memo->same = k == memo->whole_kept;
+      return k;
+    }
     at = pc - 1;
     pcs[n++] = pc;
     if (n == max) return n;
   } else {
     memo->lead_n = 0;
   }
+  memo->whole_n = 0;
+  bool lead = depth == 0, rec = true; /* recording the leading frames; any frames */
+  int32_t lead_rbp = 0;
   for (; depth < 256; depth++) {
     rule_t r;
     if (depth < WALK_MEMO_FRAMES && memo->pc[depth] == at) memcpy(&r, memo->rule[depth], sizeof(r));
     else r = rule_remember(at, depth, &obj, memo);
+    /* Recorded: frames based on rsp, in objects never unloaded (the memo
+     * holds their rules), so that their addresses fix their rules; the
+     * end of the walk too, when it comes from such a rule. */
+    if (rec && (r.cfa_rbp || depth >= WALK_SAME_FRAMES || memo->pc[depth] != at)) rec = lead = false;
     if (BRISK_UNLIKELY(r.kind != RULE_OK)) {
       if (r.kind == RULE_END) break;
       return SIZE_MAX;
@@ -773,17 +796,16 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
     pc = *(const uintptr_t *)(cfa + (intptr_t)r.ra_off);
     if (r.rbp_off != 0) rbp = *(const uintptr_t *)(cfa + (intptr_t)r.rbp_off);
     rsp = cfa;
-    if (pc == 0) break;
-    at = pc - 1;
-    if (lead) {
-      if (r.cfa_rbp || depth >= WALK_LEAD_FRAMES || cfa - rsp0 > INT32_MAX / 2) {
-        lead = false;
-      } else {
-        memo->lead_ra[depth] = (int32_t)(cfa - rsp0) + r.ra_off;
-        memo->lead_pc[depth] = pc;
-        if (r.rbp_off != 0) lead_rbp = (int32_t)(cfa - rsp0) + r.rbp_off;
-      }
+    if (rec) {
+      memo->lead_ra[depth] = (int32_t)(cfa - rsp0) + r.ra_off;
+      memo->lead_pc[depth] = pc;
+      if (lead && r.rbp_off != 0) lead_rbp = (int32_t)(cfa - rsp0) + r.rbp_off;
     }
+    if (pc == 0) {
+      depth++; /* the zero is part of what a later walk must find */
+      break;
+    }
+    at = pc - 1;
     /* brisk's own frames lead the stack: left out */
     if (n == 0 && pc - lo < hi - lo) continue;
     if (n == 0 && lead) {
@@ -791,8 +813,18 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
       memo->lead_rbp = lead_rbp;
       memo->lead_n = (uint8_t)(depth + 1);
     }
+    lead = false;
     pcs[n++] = pc;
-    if (n == max) break;
+    if (n == max) {
+      depth++;
+      break;
+    }
+  }
+  /* Every frame recorded, the leading ones among them: a later walk that
+   * finds them all is this one. */
+  if (rec && memo->lead_n != 0 && depth <= WALK_SAME_FRAMES && n != 0) {
+    memo->whole_n = (uint8_t)depth;
+    memo->whole_kept = (uint8_t)n;
   }
   return n;
 }

@@ -27,18 +27,23 @@
  * from here without a lookup (a sample's stack is most often the last
  * one). Owned by one thread (the profiler's heap state); opaque. */
 #define WALK_MEMO_FRAMES 16
-#define WALK_LEAD_FRAMES 12
+#define WALK_SAME_FRAMES WALK_MEMO_FRAMES
 typedef struct walk_memo_s {
   uintptr_t pc[WALK_MEMO_FRAMES]; /* 0: none */
   uint64_t rule[WALK_MEMO_FRAMES][2];
-  /* The walk's leading frames (brisk's own, up to the first address
-   * kept), when all have rules based on rsp: each one's return address
-   * and where it sits, the rsp after them and where the rbp they were
-   * called with was saved, as offsets from the walk's first rsp. */
-  uintptr_t lead_pc[WALK_LEAD_FRAMES];
-  int32_t lead_ra[WALK_LEAD_FRAMES];
+  /* The last walk's frames while each had a rule based on rsp: each
+   * one's return address and where it sits, as an offset from the walk's
+   * first rsp; the leading ones (brisk's own, up to the first address
+   * kept), the rsp after them and where the rbp they were called with
+   * was saved; and, if every frame was recorded, how many and how many
+   * addresses the walk kept. */
+  uintptr_t lead_pc[WALK_SAME_FRAMES];
+  int32_t lead_ra[WALK_SAME_FRAMES];
   int32_t lead_cfa, lead_rbp; /* lead_rbp 0: not saved (rbp unchanged) */
   uint8_t lead_n;             /* 0: none */
+  uint8_t whole_n, whole_kept; /* whole_n 0: not all recorded */
+  /* Set by each walk: its addresses are the last walk's, all of them. */
+  uint8_t same;
 } walk_memo_t;
 
 /* Up to `max` return addresses of the calling thread's stack, the

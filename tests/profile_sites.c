@@ -40,12 +40,15 @@
  *                              counted
  *
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
- * make_early before main runs.
+ * make_early before main runs. With PROFILE_SITES_THREAD set, the mode
+ * runs in a thread of its own (whose stacks end in the C library's thread
+ * start, where the stack walk can recognise a stack it walked before).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,7 +306,7 @@ static int run_idle(int ms) {
   return 0;
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "sites") == 0) return run_sites(argv[2]);
   if (argc == 3 && strcmp(argv[1], "faults") == 0) return run_faults(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "idle") == 0) return run_idle(atoi(argv[2]));
@@ -315,4 +318,25 @@ int main(int argc, char **argv) {
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
           "replaced DIR | small PATH\n");
   return 2;
+}
+
+typedef struct {
+  int argc;
+  char **argv;
+  int rc;
+} run_args_t;
+
+static void *run_thread(void *p) {
+  run_args_t *a = p;
+  a->rc = dispatch(a->argc, a->argv);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (getenv("PROFILE_SITES_THREAD") == NULL) return dispatch(argc, argv);
+  run_args_t a = {argc, argv, 1};
+  pthread_t t;
+  if (pthread_create(&t, NULL, run_thread, &a) != 0) return fprintf(stderr, "profile_sites: no thread\n"), 1;
+  pthread_join(t, NULL);
+  return a.rc;
 }

@@ -252,6 +252,27 @@ def test_sites(tmp, pprof):
               "google-pprof (in use, at exit): freed sites show bytes: %s" % flat)
 
 
+def test_sites_in_thread(tmp):
+    """The sites in a thread of their own, whose stacks the walk can find
+    again whole (a stack seen at the last sample): each site must still get
+    its own bytes when the stack changes from one site to the next."""
+    mid = os.path.join(tmp, "thread.heap")
+    r = run(["sites", mid], {"BRISK_PROFILE": os.path.join(tmp, "thread"), "BRISK_PROFILE_RATE": "4096",
+                             "PROFILE_SITES_THREAD": "1"})
+    if not check(r.returncode == 0, "profile_sites sites in a thread: exit %d, stderr %s"
+                 % (r.returncode, r.stderr[-2000:])):
+        return
+    coll = read_collapsed(os.path.join(tmp, "thread.collapsed"))
+    got = site_bytes_collapsed(coll)
+    for site, want in TRUTH.items():
+        check(near(got[site], want), "thread.collapsed: %s has %d bytes, truth %d" % (site, got[site], want))
+    # make_buffer's two callers: the same innermost frame, other stacks
+    callers = {c: sum(n for stack, n in coll if stack[-2:] == [c, "make_buffer"]) for c in ("fill_queue", "prefetch")}
+    for c, want in (("fill_queue", 6000 * 2000), ("prefetch", 4000 * 2000)):  # profile_sites.c: fill_queue, prefetch
+        check(near(callers[c], want), "thread.collapsed: %s;make_buffer has %d bytes, truth %d" % (c, callers[c], want))
+    print("[profile] collapsed, sites in a thread: %s, make_buffer by caller %s (truth %s)" % (got, callers, TRUTH))
+
+
 def test_few_samples(tmp):
     """Fewer samples than a heap keeps in its batch before it enters them
     in the record: a dump still counts them, and forgets the freed ones."""
@@ -477,6 +498,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="brisk-profile-")
     try:
         test_sites(tmp, pprof)
+        test_sites_in_thread(tmp)
         test_few_samples(tmp)
         test_churn(tmp, pprof)
         test_small_refills(tmp, pprof)
