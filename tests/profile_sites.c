@@ -42,7 +42,7 @@
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
  * make_early before main runs. With PROFILE_SITES_THREAD set, the mode
  * runs in a thread of its own (whose stacks end in the C library's thread
- * start, where the stack walk can recognise a stack it walked before).
+ * start instead of the program's start-up).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

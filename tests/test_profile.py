@@ -253,9 +253,9 @@ def test_sites(tmp, pprof):
 
 
 def test_sites_in_thread(tmp):
-    """The sites in a thread of their own, whose stacks the walk can find
-    again whole (a stack seen at the last sample): each site must still get
-    its own bytes when the stack changes from one site to the next."""
+    """The sites in a thread of their own. The walk finds a stack again
+    whole when it is the last sample's: each site, and each caller of a
+    site, must still get its own bytes when the stack changes."""
     mid = os.path.join(tmp, "thread.heap")
     r = run(["sites", mid], {"BRISK_PROFILE": os.path.join(tmp, "thread"), "BRISK_PROFILE_RATE": "4096",
                              "PROFILE_SITES_THREAD": "1"})
