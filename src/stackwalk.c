@@ -731,25 +731,21 @@ static __attribute__((noinline)) rule_t rule_remember(uintptr_t at, unsigned dep
  * with the rsp and rbp the memo gives, and when the whole last walk was
  * recorded and matches, it is that walk (memo->same). Returns the frames
  * skipped (0: none). */
+/* Recorded frames from..to-1 found again from the walk's first rsp. */
+static bool frames_found(const walk_memo_t *memo, uintptr_t rsp0, unsigned from, unsigned to) {
+  for (unsigned i = from; i < to; i++)
+    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return false;
+  return true;
+}
+
 static unsigned lead_skip(walk_memo_t *memo, uintptr_t *rsp, uintptr_t *rbp, uintptr_t *pc) {
   unsigned n = memo->lead_n;
-  if (n == 0) return 0;
   uintptr_t rsp0 = *rsp;
-  for (unsigned i = 0; i < n; i++)
-    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return 0;
+  if (n == 0 || !frames_found(memo, rsp0, 0, n)) return 0;
   if (memo->lead_rbp != 0) *rbp = *(const uintptr_t *)(rsp0 + memo->lead_rbp);
   *rsp = rsp0 + memo->lead_cfa;
   *pc = memo->lead_pc[n - 1];
   return n;
-}
-
-/* After lead_skip: the rest of the last whole walk found again. */
-static bool same_rest(const walk_memo_t *memo, uintptr_t rsp0) {
-  unsigned n = memo->whole_n;
-  if (n == 0) return false;
-  for (unsigned i = memo->lead_n; i < n; i++)
-    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return false;
-  return true;
 }
 
 static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
@@ -764,7 +760,8 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
   unsigned depth = lead_skip(memo, &rsp, &rbp, &pc);
   memo->same = 0;
   if (depth != 0) {
-    if (same_rest(memo, rsp0)) {
+    /* the rest of the last whole walk found again */
+    if (memo->whole_n != 0 && frames_found(memo, rsp0, depth, memo->whole_n)) {
       size_t k = memo->whole_kept < max ? memo->whole_kept : max;
       for (size_t i = 0; i < k; i++) pcs[i] = memo->lead_pc[depth - 1 + i];
       memo->same = k == memo->whole_kept;
