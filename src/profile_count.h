@@ -57,6 +57,9 @@ typedef struct prof_heap_s {
   double weight_rate;        /* the rate weight[] was computed for */
   double weight[CLASS_COUNT]; /* 1 / the probability that a block of the
                                 class is sampled; 0: not computed yet */
+  double weight_large[LARGE_MAX / OS_PAGE_BYTES + 1]; /* the same for a large
+                                block of [i] pages (a sample is counted for
+                                its size rounded up to pages) */
 } prof_heap_t;
 
 /* Where a free list cut by the profiler ends: inside the segment header
@@ -88,7 +91,8 @@ BRISK_INTERNAL double prof_current_rate(void);
 BRISK_INTERNAL double prof_sample_probability(double bytes, double rate);
 /* What a sample of `bytes` (class c, or 0 for a large or huge block)
  * stands for at the rate in force: 1 / its probability (computed once per
- * class and rate). */
+ * class and rate, and per page count of large blocks: `bytes` is a
+ * whole number of pages when c is 0). */
 BRISK_INTERNAL double prof_sample_weight(prof_heap_t *ph, unsigned c, size_t bytes);
 /* Start counting h's allocations: the lists its inline path pops from are
  * withdrawn (cut), so the next allocation of each class is counted. */

@@ -38,6 +38,12 @@
  *                              local list refills it), dumped to PATH with
  *                              the last round live: every refill must be
  *                              counted
+ *   profile_sites large PATH   4800 x 80 KiB from make_mid and 400 x 1 MiB
+ *                              from make_big, each freed at once, dumped to
+ *                              PATH (at the default rate the two sizes are
+ *                              sampled with very different probabilities,
+ *                              1 in 7 and 6 in 7: each must be weighted
+ *                              by its own)
  *
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
  * make_early before main runs. With PROFILE_SITES_THREAD set, the mode
@@ -258,6 +264,32 @@ static int run_small(const char *path) {
   return 0;
 }
 
+enum { N_MID = 4800, MID = 80 * 1024, N_BIG = 400, BIG = 1024 * 1024 }; /* a big block every 12th */
+
+__attribute__((noinline)) void *make_mid(void) {
+  char *p = malloc(MID);
+  if (p) p[MID - 1] = 1;
+  return p;
+}
+
+__attribute__((noinline)) void *make_big(void) {
+  char *p = malloc(BIG);
+  if (p) p[BIG - 1] = 1;
+  return p;
+}
+
+static int run_large(const char *path) {
+  dump_fn dump = find_dump();
+  for (int i = 0; i < N_MID; i++) {
+    void *p = make_mid(), *q = i % (N_MID / N_BIG) == 0 ? make_big() : NULL;
+    if (p == NULL || (q == NULL && i % (N_MID / N_BIG) == 0)) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+    free(q);
+    free(p);
+  }
+  if (dump(path) != 0) return fprintf(stderr, "profile_sites: dump %s failed\n", path), 1;
+  return 0;
+}
+
 enum { N_PLUGIN = 2000, PLUGIN = 3000 };
 static void *plugin_blocks[N_PLUGIN];
 
@@ -315,8 +347,9 @@ static int dispatch(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "tables") == 0) return run_tables(atoi(argv[2]));
   if (argc == 3 && strcmp(argv[1], "replaced") == 0) return run_replaced(argv[2]);
   if (argc == 3 && strcmp(argv[1], "small") == 0) return run_small(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "large") == 0) return run_large(argv[2]);
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
-          "replaced DIR | small PATH\n");
+          "replaced DIR | small PATH | large PATH\n");
   return 2;
 }
 

@@ -343,6 +343,23 @@ def test_small_refills(tmp, pprof):
     print("[profile] small refills, allocated: make_small %s (truth %d)" % (flat.get("make_small"), want))
 
 
+def test_large_weights(tmp, pprof):
+    """Large blocks of two sizes at the default rate: a sample of an 80 KiB
+    block stands for about 7 of them, one of a 1 MiB block for 1.16; with
+    either weight given to the other size, that site is off by 6x."""
+    heap = os.path.join(tmp, "large.heap")
+    r = run(["large", heap], {"BRISK_PROFILE": os.path.join(tmp, "large")})
+    if not check(r.returncode == 0, "profile_sites large: exit %d, stderr %s" % (r.returncode, r.stderr[-2000:])):
+        return
+    if pprof is None:
+        return
+    want = {"make_mid": 4800 * 80 * 1024, "make_big": 400 * 1024 * 1024}  # profile_sites.c
+    flat, _ = pprof_flat(pprof, heap, "--alloc_space")
+    for site, n in want.items():
+        check(near(flat.get(site), n), "google-pprof (allocated, large): %s %s, truth %d" % (site, flat.get(site), n))
+    print("[profile] large blocks, allocated: %s (truth %s)" % ({k: flat.get(k) for k in want}, want))
+
+
 def test_tables(tmp):
     """The stack walk reads unwind tables with pread: a sampling process
     has no more pages of the C library's tables resident than the same
@@ -502,6 +519,7 @@ def main():
         test_few_samples(tmp)
         test_churn(tmp, pprof)
         test_small_refills(tmp, pprof)
+        test_large_weights(tmp, pprof)
         test_tables(tmp)
         test_replaced(tmp)
         test_signal(tmp)
