@@ -31,20 +31,25 @@ static double ln_series(double m, int e) {
 /* ln at the middle of each 1/LN_STEPS of [1, 2), and its reciprocal: a
  * draw's logarithm is then the table's value plus the short series of
  * ln(1 + t), |t| < 1/129, without a division (which, with the series
- * above, was most of a sample's arithmetic). Filled once, by whichever
- * thread draws first (every filler writes the same values). */
+ * above, was most of a sample's arithmetic). Filled once, by the first
+ * thread to draw (ln_state 0 -> 1 -> 2; sampling may start before the
+ * constructors run); a draw that finds it not yet filled uses the series. */
 #define LN_BITS 6
 #define LN_STEPS (1 << LN_BITS)
 static double ln_mid[LN_STEPS], inv_mid[LN_STEPS];
-static _Atomic int ln_ready;
+static _Atomic int ln_state;
 
 static BRISK_NOINLINE void ln_table_fill(void) {
+  int expect = 0;
+  if (!atomic_compare_exchange_strong_explicit(&ln_state, &expect, 1, memory_order_relaxed,
+                                               memory_order_relaxed))
+    return; /* another thread fills it */
   for (int i = 0; i < LN_STEPS; i++) {
     double mid = 1 + (i + 0.5) / LN_STEPS;
     ln_mid[i] = ln_series(mid, 0);
     inv_mid[i] = 1 / mid;
   }
-  atomic_store_explicit(&ln_ready, 1, memory_order_release);
+  atomic_store_explicit(&ln_state, 2, memory_order_release);
 }
 
 /* ln(x) for x > 0 (normal): x = m 2^e, ln x = e ln 2 + ln mid + ln(m / mid),
@@ -57,7 +62,7 @@ static double prof_ln(double x) {
   bits = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
   double m;
   memcpy(&m, &bits, sizeof(m));
-  if (BRISK_UNLIKELY(!atomic_load_explicit(&ln_ready, memory_order_acquire))) {
+  if (BRISK_UNLIKELY(atomic_load_explicit(&ln_state, memory_order_acquire) != 2)) {
     ln_table_fill();
     return ln_series(m, e);
   }
