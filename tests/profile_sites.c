@@ -38,7 +38,7 @@
  *                              local list refills it), dumped to PATH with
  *                              the last round live: every refill must be
  *                              counted
- *   profile_sites large PATH   4800 x 80 KiB from make_mid and 400 x 1 MiB
+ *   profile_sites large PATH   9600 x 80 KiB from make_mid and 400 x 1 MiB
  *                              from make_big, each freed at once, dumped to
  *                              PATH (at the default rate the two sizes are
  *                              sampled with very different probabilities,
@@ -264,7 +264,7 @@ static int run_small(const char *path) {
   return 0;
 }
 
-enum { N_MID = 4800, MID = 80 * 1024, N_BIG = 400, BIG = 1024 * 1024 }; /* a big block every 12th */
+enum { N_MID = 9600, MID = 80 * 1024, N_BIG = 400, BIG = 1024 * 1024 }; /* a big block every 24th */
 
 __attribute__((noinline)) void *make_mid(void) {
   char *p = malloc(MID);

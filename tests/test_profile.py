@@ -353,7 +353,7 @@ def test_large_weights(tmp, pprof):
         return
     if pprof is None:
         return
-    want = {"make_mid": 4800 * 80 * 1024, "make_big": 400 * 1024 * 1024}  # profile_sites.c
+    want = {"make_mid": 9600 * 80 * 1024, "make_big": 400 * 1024 * 1024}  # profile_sites.c
     flat, _ = pprof_flat(pprof, heap, "--alloc_space")
     for site, n in want.items():
         check(near(flat.get(site), n), "google-pprof (allocated, large): %s %s, truth %d" % (site, flat.get(site), n))
