@@ -417,6 +417,10 @@ static void *alloc_large_or_huge(heap_t *h, size_t size, size_t alignment, bool 
 }
 
 static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment);
+/* What a large or huge block of n bytes counts for while sampling: n
+ * rounded up to whole OS pages (prof_sample_weight keeps one weight per
+ * page count); below n when that overflows. */
+static inline size_t prof_page_bytes(size_t n) { return (n + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1); }
 /* While h samples, the refill that page_refill_pop leaves to the slow path
  * (it takes no local list in such a heap: refill_mask), of pg, h->direct's
  * page of a class up to DIRECT_MAX: the allocation counted, the local
@@ -461,7 +465,7 @@ void *heap_alloc(heap_t *h, size_t size) {
      * the general path (linear: 57,000 of 300,000 allocations, about 60
      * instructions each) */
     prof_heap_t *ph = size - (MEDIUM_MAX + 1) < LARGE_MAX - MEDIUM_MAX ? prof_heap_of(h) : NULL;
-    int64_t left = ph != NULL ? ph->left[0] - (int64_t)((size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1)) : 0;
+    int64_t left = ph != NULL ? ph->left[0] - (int64_t)prof_page_bytes(size) : 0;
     if (left <= 0) return heap_alloc_counted(h, size, 0);
     ph->left[0] = left;
     void *p = alloc_large(h, size, 0, false);
@@ -556,7 +560,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
   if (c != 0) {
     counted = class_size(c);
   } else {
-    counted = (n + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+    counted = prof_page_bytes(n);
     if (counted < n) {
       errno = ENOMEM;
       return NULL;
