@@ -32,12 +32,22 @@ Output: a markdown summary on stdout, and under bench/out/ (or
 --results-dir) <stem>.csv (per cell and allocator), <stem>-runs.csv (every
 run), <stem>.json (everything). --from-json FILE re-reads a <stem>.json and
 prints its summary again without running anything.
+
+The full matrix takes hours; it can be run in sittings. Every run is
+appended to <stem>.journal as it ends (one JSON line; the first line holds
+the plan: cells, allocators, settings and the sha256 of every library and of
+bench_zmq). --stop-after MINUTES ends a sitting at the next cell boundary;
+--resume STEM goes on where the journal ends. All the runs of a cell are
+made in one sitting, interleaved as above: a cell left midway (the process
+killed) is run again whole. Until every cell is done the outputs hold the
+cells done so far and say so.
 """
 
 import argparse
 import csv
 import datetime
 import fnmatch
+import hashlib
 import json
 import math
 import os
@@ -415,6 +425,15 @@ def report(summary, meta):
     if meta.get("command"):
         L.append("Command: `%s`" % meta["command"])
         L.append("")
+    if meta.get("partial"):
+        L.append("**Partial: %s done** (the others wait in the journal's next sitting)."
+                 % meta["partial"])
+        L.append("")
+    if meta.get("sittings"):
+        L.append("Made in %d sittings: %s." % (len(meta["sittings"]), "; ".join(
+            "%s, %d runs in %.0f s" % (x["date"], x["runs"], x["elapsed_s"])
+            for x in meta["sittings"])))
+        L.append("")
     L.append("%d cells (%d throughput, %d latency); allocators: %s; each cell %s s timed after "
              "%s s of warm-up, one process per run (peak RSS per cell)."
              % (len(s["cells"]), sum(1 for c in s["cells"] if c.startswith("thr.")),
@@ -655,6 +674,14 @@ def parse_args(argv):
     p.add_argument("--bin-dir", help="default: BUILD_DIR/bench")
     p.add_argument("--results-dir", default=os.path.join(HERE, "out"))
     p.add_argument("--stem", help="output name stem (default zmq-TIER-DATE)")
+    p.add_argument("--resume", metavar="STEM",
+                   help="go on with the run STEM from its journal (RESULTS_DIR/STEM.journal): "
+                        "its cells, allocators and settings, which the other options cannot "
+                        "change; runs already made are not made again, a cell left midway is "
+                        "run again whole, and a library that changed stops it")
+    p.add_argument("--stop-after", type=float, metavar="MINUTES",
+                   help="stop at the first cell boundary after MINUTES, one cell at least (the "
+                        "journal keeps every run: --resume STEM goes on)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
     p.add_argument("--from-json", help="print the summary of an earlier <stem>.json; run nothing")
     p.add_argument("--no-install", action="store_true", help="never apt-get install peers")
@@ -671,6 +698,78 @@ def records_from_json(path):
     return doc
 
 
+# --------------------------------------------------------------------------
+# The journal: a run in sittings
+
+JOURNAL_VERSION = 1
+# the options that make the plan; a resumed run takes them from its journal
+PLAN_ARGS = ("tier", "only", "io", "alloc", "runs", "secs", "warmup", "pin", "cpus", "no_aa",
+             "timeout")
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def journal_path(results_dir, stem):
+    return os.path.join(results_dir, stem + ".journal")
+
+
+def read_journal(path):
+    """(header, records, sittings) of a journal. A line cut short (the
+    process killed while writing it) is skipped."""
+    header, records, sittings = None, [], []
+    with open(path) as f:
+        for line in f:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if header is None:
+                header = doc
+            elif "sitting" in doc:
+                sittings.append(doc["sitting"])
+            else:
+                records.append(doc)
+    if not header or header.get("journal") != JOURNAL_VERSION:
+        raise SystemExit("zmq_matrix: %s is not a journal of this version" % path)
+    return header, records, sittings
+
+
+def complete_cells(records, cells, names, runs):
+    """The cells of which every planned run (each allocator, each run) is
+    recorded, in plan order."""
+    have = {}
+    for r in records:
+        have.setdefault(r["cell"], set()).add((r["alloc"], r["run"]))
+    want = {(a, run) for a in names for run in range(runs)}
+    return [c for c in cells if want <= have.get(c, set())]
+
+
+def check_same_plan(header, cells, names, libs, bench_sha):
+    """A resumed run must measure what its journal began with."""
+    why = []
+    if header["cells"] != cells:
+        why.append("the cells differ")
+    if header["names"] != names:
+        why.append("the allocators differ (%s, now %s)" % (",".join(header["names"]),
+                                                            ",".join(names)))
+    for n in names:
+        was, now = header["libs"].get(n), libs.get(n)
+        if n in header["libs"] and was != now:
+            why.append("%s's library changed (sha256 %s, now %s)"
+                       % (n, (was or "none")[:12], (now or "none")[:12]))
+    if header["bench_sha256"] != bench_sha:
+        why.append("bench_zmq changed")
+    if why:
+        raise SystemExit("zmq_matrix: cannot resume: %s. One table is one build measured "
+                         "under one plan: start a new run." % "; ".join(why))
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     log = lambda m: sys.stderr.write("zmq_matrix: %s\n" % m)  # noqa: E731
@@ -680,6 +779,16 @@ def main(argv=None):
         s = summarize(doc["runs"], doc["cells"], names, doc.get("reference", REF), doc.get("aa"))
         sys.stdout.write(report(s, doc["meta"]))
         return 0
+    header, journaled, sittings = None, [], []
+    if args.resume:
+        jpath = journal_path(args.results_dir, args.resume)
+        if not os.path.exists(jpath):
+            raise SystemExit("zmq_matrix: no journal %s (a finished run removes its journal)"
+                             % jpath)
+        header, journaled, sittings = read_journal(jpath)
+        for k in PLAN_ARGS:
+            setattr(args, k, header["args"][k])
+        args.stem = args.resume
     build_dir = os.path.abspath(args.build_dir)
     bin_dir = os.path.abspath(args.bin_dir or os.path.join(build_dir, "bench"))
     brisk_lib = args.brisk_lib or os.environ.get("BRISK_LIB") or os.path.join(build_dir,
@@ -700,6 +809,12 @@ def main(argv=None):
     spec = args.alloc or ("brisk,glibc" if args.tier == "quick" else None)
     allocs, notes = resolve_allocators(spec, brisk_lib, not args.no_install, log)
     names = [a.name for a in allocs]
+    libs = {a.name: file_sha256(a.lib) if a.lib else None for a in allocs}
+    bench_sha = file_sha256(bench)
+    aa_planned = REF in names and not args.no_aa
+    if header:
+        check_same_plan(header, cells, names + ([REF + "-aa"] if aa_planned else []), libs,
+                        bench_sha)
     tmpdir = tempfile.mkdtemp(prefix="brisk-zmq-")
     snapshot(allocs, tmpdir)
     # run a copy, so that a rebuild during the matrix cannot mix two builds
@@ -707,7 +822,7 @@ def main(argv=None):
     shutil.copy2(bench, bench_copy)
     bench = bench_copy
     aa_name = None
-    if REF in names and not args.no_aa:
+    if aa_planned:
         aa = make_aa(allocs[names.index(REF)], tmpdir)
         allocs.append(aa)
         aa_name = aa.name
@@ -717,7 +832,13 @@ def main(argv=None):
     secs = args.secs if args.secs is not None else tier["secs"]
     warmup = args.warmup if args.warmup is not None else tier["warmup"]
     order = plan(cells, names, runs)
-    est = len(order) * (secs + warmup + START_COST)
+    done = set(complete_cells(journaled, cells, names, runs))
+    records = [r for r in journaled if r["cell"] in done]
+    if len(records) < len(journaled):
+        notes.append("%d cell(s) left midway in an earlier sitting: run again whole"
+                     % len({r["cell"] for r in journaled if r["cell"] not in done}))
+    todo = [o for o in order if o[0] not in done]
+    est = len(todo) * (secs + warmup + START_COST)
     spawn = os.path.join(bin_dir, "bench_spawn")
     if not os.access(spawn, os.X_OK):
         spawn = None
@@ -730,44 +851,84 @@ def main(argv=None):
                                 (sys.argv[1:] if argv is None else list(argv))),
             "kernel": platform.release(), "notes": notes,
             "allocators": [a.to_json() for a in allocs]}
+    if header:
+        meta["date"], meta["command"] = header["date"], header["command"]
     stem = args.stem or "zmq-%s-%s" % (args.tier, now.strftime("%Y%m%d-%H%M%S"))
     for n in notes:
         log(n)
-    log("%d cells x %d allocators x %d runs = %d processes, about %.0f s"
-        % (len(cells), len(names), runs, len(order), est))
+    log("%d cells x %d allocators x %d runs = %d processes%s, about %.0f s"
+        % (len(cells), len(names), runs, len(order),
+           " (%d to go)" % len(todo) if header else "", est))
     if args.dry_run:
         for i, (c, r, a) in enumerate(order):
             print("%d %s %s %d" % (i, c, a, r))
         shutil.rmtree(tmpdir, ignore_errors=True)
         return 0
+    os.makedirs(args.results_dir, exist_ok=True)
+    jpath = journal_path(args.results_dir, stem)
+    journal = open(jpath, "a" if header else "w")
+    if not header:
+        journal.write(json.dumps({"journal": JOURNAL_VERSION, "date": meta["date"],
+                                  "command": meta["command"],
+                                  "args": {k: getattr(args, k) for k in PLAN_ARGS},
+                                  "cells": cells, "names": names, "libs": libs,
+                                  "bench_sha256": bench_sha}) + "\n")
+        journal.flush()
     by_name = {a.name: a for a in allocs}
     ctx = {"secs": secs, "warmup": warmup, "pin": args.pin, "cpus": args.cpus,
            "timeout": args.timeout, "spawn": spawn, "current": None}
-    records = []
     t0 = time.time()
     tty = sys.stderr.isatty()
+    made = 0
     try:
-        for i, (c, r, a) in enumerate(order):
+        for i, (c, r, a) in enumerate(todo):
+            # a sitting makes at least one cell
+            if (args.stop_after is not None and i > 0 and todo[i - 1][0] != c
+                    and time.time() - t0 >= args.stop_after * 60):
+                break
             if not args.quiet and (tty or i % 50 == 0):
                 el = time.time() - t0
-                eta = el / i * (len(order) - i) if i else est
-                line = "[%d/%d] %s %s run %d  elapsed %ds eta %ds" % (i + 1, len(order), c, a,
+                eta = el / i * (len(todo) - i) if i else est
+                line = "[%d/%d] %s %s run %d  elapsed %ds eta %ds" % (i + 1, len(todo), c, a,
                                                                       r + 1, el, eta)
                 sys.stderr.write(("\r" + line.ljust(100)) if tty else line + "\n")
                 sys.stderr.flush()
-            records.append(run_cell(bench, c, by_name[a], r, ctx))
+            rec = run_cell(bench, c, by_name[a], r, ctx)
+            journal.write(json.dumps(rec, default=str) + "\n")
+            journal.flush()
+            records.append(rec)
+            made += 1
     except KeyboardInterrupt:
-        notes.append("interrupted after %d of %d runs" % (len(records), len(order)))
+        notes.append("interrupted after %d of %d runs" % (made, len(todo)))
     finally:
         if ctx["current"]:
             ctx["current"].kill()
         shutil.rmtree(tmpdir, ignore_errors=True)
     if tty and not args.quiet:
         sys.stderr.write("\n")
-    meta["elapsed_s"] = round(time.time() - t0, 1)
-    s = summarize(records, cells, names, REF if REF in names else names[0], aa_name)
+    sitting = {"date": now.strftime("%Y-%m-%d %H:%M"), "elapsed_s": round(time.time() - t0, 1),
+               "runs": made}
+    journal.write(json.dumps({"sitting": sitting}) + "\n")
+    journal.close()
+    sittings.append(sitting)
+    meta["elapsed_s"] = round(sum(x["elapsed_s"] for x in sittings), 1)
+    if len(sittings) > 1:
+        meta["sittings"] = sittings
+    finished = complete_cells(records, cells, names, runs)
+    if len(finished) < len(cells):
+        meta["partial"] = "%d of %d cells" % (len(finished), len(cells))
+        notes.append("partial: %d of %d cells done; go on with: python3 %s --resume %s%s"
+                     % (len(finished), len(cells),
+                        os.path.relpath(os.path.abspath(__file__), ROOT), stem,
+                        "" if args.results_dir == os.path.join(HERE, "out")
+                        else " --results-dir " + args.results_dir))
+        log(notes[-1])
+    else:
+        os.remove(jpath)  # the JSON output holds every run
+    out_records = [x for x in records if x["cell"] in set(finished)]
+    s = summarize(out_records, finished, names, REF if REF in names else names[0], aa_name)
     text = report(s, meta)
-    paths = write_outputs(args.results_dir, stem, meta, s, records)
+    paths = write_outputs(args.results_dir, stem, meta, s, out_records)
     sys.stdout.write(text)
     sys.stdout.write("\nWrote %s\n" % ", ".join(os.path.relpath(p) for p in paths.values()))
     bad = [f for f in s["failures"] if f["alloc"] in (REF, aa_name)]

@@ -329,6 +329,60 @@ def test_driver_failed_check():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_driver_resume():
+    """A run in sittings: --stop-after ends the first after one cell, a
+    cell left midway is run again whole, the outputs say partial until the
+    last cell, and a library that changed refuses the resume."""
+    d = fake_env()
+    try:
+        lib = os.path.join(d, "libfake.so")
+        with open(lib, "w") as f:
+            f.write("one build")
+        cells = ["thr.pair.inproc.64.io1", "lat.pair.inproc.64.io1"]
+        r = run_driver(d, "--only", "pair/inproc/64", "--io", "1", "--runs", "2",
+                       "--alloc", "brisk=%s,glibc=none" % lib, "--stop-after", "0")
+        assert r.returncode == 0, r.stderr + r.stdout
+        log = [line.split()[0] for line in open(os.path.join(d, "log"))]
+        assert log == [cells[0]] * 6, log
+        assert "**Partial: 1 of 2 cells done**" in r.stdout, r.stdout
+        doc = json.load(open(os.path.join(d, "out", "t.json")))
+        assert doc["cells"] == cells[:1] and len(doc["runs"]) == 6
+        journal = os.path.join(d, "out", "t.journal")
+        # a second sitting killed midway: one run of the second cell, and a
+        # line cut short
+        with open(journal, "a") as f:
+            f.write(json.dumps({"cell": cells[1], "alloc": "glibc", "run": 0, "ok": True,
+                                "us": 5, "p50_us": 12345}) + "\n")
+            f.write('{"cell": "lat.pa')
+        os.remove(os.path.join(d, "log"))
+        r = run_driver(d, "--resume", "t", "--runs", "7")  # the plan comes from the journal
+        assert r.returncode == 0, r.stderr + r.stdout
+        log = [tuple(line.split()) for line in open(os.path.join(d, "log"))]
+        assert sorted(log) == sorted((cells[1], a, str(run)) for a in ["brisk", "glibc", "brisk-aa"]
+                                     for run in range(2)), log
+        assert "1 cell(s) left midway" in r.stderr, r.stderr
+        assert "Partial" not in r.stdout and "Made in 2 sittings" in r.stdout, r.stdout
+        doc = json.load(open(os.path.join(d, "out", "t.json")))
+        assert doc["cells"] == cells and len(doc["runs"]) == 12
+        assert all(x.get("p50_us") != 12345 for x in doc["runs"])
+        assert float({(x["cell"], x["allocator"]): x for x in csv.DictReader(
+            open(os.path.join(d, "out", "t.csv")))}[(cells[1], "glibc")]["lat_p50_us"]) == 80.5
+        assert not os.path.exists(journal)  # finished: the JSON holds every run
+        # a new run whose library changes between sittings
+        r = run_driver(d, "--only", "pair/inproc/64", "--io", "1", "--runs", "1",
+                       "--alloc", "brisk=%s,glibc=none" % lib, "--stop-after", "0")
+        assert r.returncode == 0 and os.path.exists(journal), r.stderr
+        with open(lib, "w") as f:
+            f.write("another build")
+        r = run_driver(d, "--resume", "t")
+        assert r.returncode != 0 and "brisk's library changed" in r.stderr, r.stderr
+        r = subprocess.run([sys.executable, DRIVER, "--results-dir", os.path.join(d, "out"),
+                            "--resume", "nothing"], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "no journal" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------
 # the real bench_zmq under brisk
 
