@@ -866,6 +866,10 @@ def main(argv=None):
         return 0
     os.makedirs(args.results_dir, exist_ok=True)
     jpath = journal_path(args.results_dir, stem)
+    if not header and os.path.exists(jpath):
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise SystemExit("zmq_matrix: %s holds an unfinished run: --resume %s goes on with it; "
+                         "remove the file to start again" % (jpath, stem))
     journal = open(jpath, "a" if header else "w")
     if not header:
         journal.write(json.dumps({"journal": JOURNAL_VERSION, "date": meta["date"],

@@ -372,6 +372,10 @@ def test_driver_resume():
         r = run_driver(d, "--only", "pair/inproc/64", "--io", "1", "--runs", "1",
                        "--alloc", "brisk=%s,glibc=none" % lib, "--stop-after", "0")
         assert r.returncode == 0 and os.path.exists(journal), r.stderr
+        # a new run under the same stem would lose the journal: refused
+        r = run_driver(d, "--only", "pair/inproc/64", "--io", "1", "--runs", "1",
+                       "--alloc", "brisk=%s,glibc=none" % lib)
+        assert r.returncode != 0 and "holds an unfinished run" in r.stderr, r.stderr
         with open(lib, "w") as f:
             f.write("another build")
         r = run_driver(d, "--resume", "t")
