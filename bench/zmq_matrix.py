@@ -677,8 +677,9 @@ def parse_args(argv):
     p.add_argument("--resume", metavar="STEM",
                    help="go on with the run STEM from its journal (RESULTS_DIR/STEM.journal): "
                         "its cells, allocators and settings, which the other options cannot "
-                        "change; runs already made are not made again, a cell left midway is "
-                        "run again whole, and a library that changed stops it")
+                        "change (--brisk-lib included); runs already made are not made again, "
+                        "a cell left midway is run again whole, and a library that changed "
+                        "stops it")
     p.add_argument("--stop-after", type=float, metavar="MINUTES",
                    help="stop at the first cell boundary after MINUTES, one cell at least (the "
                         "journal keeps every run: --resume STEM goes on)")
@@ -704,7 +705,7 @@ def records_from_json(path):
 JOURNAL_VERSION = 1
 # the options that make the plan; a resumed run takes them from its journal
 PLAN_ARGS = ("tier", "only", "io", "alloc", "runs", "secs", "warmup", "pin", "cpus", "no_aa",
-             "timeout")
+             "timeout", "brisk_lib")
 
 
 def file_sha256(path):
@@ -779,6 +780,8 @@ def main(argv=None):
         s = summarize(doc["runs"], doc["cells"], names, doc.get("reference", REF), doc.get("aa"))
         sys.stdout.write(report(s, doc["meta"]))
         return 0
+    if args.brisk_lib:
+        args.brisk_lib = os.path.abspath(args.brisk_lib)  # a resume may start elsewhere
     header, journaled, sittings = None, [], []
     if args.resume:
         jpath = journal_path(args.results_dir, args.resume)
@@ -787,7 +790,7 @@ def main(argv=None):
                              % jpath)
         header, journaled, sittings = read_journal(jpath)
         for k in PLAN_ARGS:
-            setattr(args, k, header["args"][k])
+            setattr(args, k, header["args"].get(k, getattr(args, k)))
         args.stem = args.resume
     build_dir = os.path.abspath(args.build_dir)
     bin_dir = os.path.abspath(args.bin_dir or os.path.join(build_dir, "bench"))
