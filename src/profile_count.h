@@ -66,8 +66,7 @@ typedef struct prof_heap_s {
  * like page_list_end (so its last block still looks free to free()), but
  * not that address. page_refill_pop takes no local list in a heap that
  * samples, whatever its list ends at: the next allocation reaches the
- * counted refill in heap_alloc. page_collect reads it
- * as an empty list. */
+ * counted refill in heap_alloc. page_collect reads it as an empty list. */
 BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
   return (block_t *)((uintptr_t)page_list_end(pg) + 16);
 }

@@ -721,6 +721,13 @@ static __attribute__((noinline)) rule_t rule_remember(uintptr_t at, unsigned dep
   return r;
 }
 
+/* Recorded frames from..to-1 found again from the walk's first rsp. */
+static bool frames_found(const walk_memo_t *memo, uintptr_t rsp0, unsigned from, unsigned to) {
+  for (unsigned i = from; i < to; i++)
+    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return false;
+  return true;
+}
+
 /* The frames of the last walk, recorded while each has a rule based on
  * rsp: their return addresses then sit at fixed offsets from this
  * function's rsp (each frame's rule, fixed by its address, fixes where
@@ -731,13 +738,6 @@ static __attribute__((noinline)) rule_t rule_remember(uintptr_t at, unsigned dep
  * with the rsp and rbp the memo gives, and when the whole last walk was
  * recorded and matches, it is that walk (memo->same). Returns the frames
  * skipped (0: none). */
-/* Recorded frames from..to-1 found again from the walk's first rsp. */
-static bool frames_found(const walk_memo_t *memo, uintptr_t rsp0, unsigned from, unsigned to) {
-  for (unsigned i = from; i < to; i++)
-    if (*(const uintptr_t *)(rsp0 + memo->lead_ra[i]) != memo->lead_pc[i]) return false;
-  return true;
-}
-
 static unsigned lead_skip(walk_memo_t *memo, uintptr_t *rsp, uintptr_t *rbp, uintptr_t *pc) {
   unsigned n = memo->lead_n;
   uintptr_t rsp0 = *rsp;
@@ -783,7 +783,7 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
     /* Recorded: frames based on rsp, in objects never unloaded (the memo
      * holds their rules), so that their addresses fix their rules; the
      * end of the walk too, when it comes from such a rule. */
-    if (rec && (r.cfa_rbp || depth >= WALK_SAME_FRAMES || memo->pc[depth] != at)) rec = lead = false;
+    if (rec && (r.cfa_rbp || depth >= WALK_MEMO_FRAMES || memo->pc[depth] != at)) rec = lead = false;
     if (BRISK_UNLIKELY(r.kind != RULE_OK)) {
       if (r.kind == RULE_END) break;
       return SIZE_MAX;
@@ -819,7 +819,7 @@ static __attribute__((noinline)) size_t fast_backtrace(uintptr_t *pcs, size_t ma
   }
   /* Every frame recorded, the leading ones among them: a later walk that
    * finds them all is this one. */
-  if (rec && memo->lead_n != 0 && depth <= WALK_SAME_FRAMES && n != 0) {
+  if (rec && memo->lead_n != 0 && depth <= WALK_MEMO_FRAMES && n != 0) {
     memo->whole_n = (uint8_t)depth;
     memo->whole_kept = (uint8_t)n;
   }

@@ -27,7 +27,6 @@
  * from here without a lookup (a sample's stack is most often the last
  * one). Owned by one thread (the profiler's heap state); opaque. */
 #define WALK_MEMO_FRAMES 16
-#define WALK_SAME_FRAMES WALK_MEMO_FRAMES
 typedef struct walk_memo_s {
   uintptr_t pc[WALK_MEMO_FRAMES]; /* 0: none */
   uint64_t rule[WALK_MEMO_FRAMES][2];
@@ -37,8 +36,8 @@ typedef struct walk_memo_s {
    * kept), the rsp after them and where the rbp they were called with
    * was saved; and, if every frame was recorded, how many and how many
    * addresses the walk kept. */
-  uintptr_t lead_pc[WALK_SAME_FRAMES];
-  int32_t lead_ra[WALK_SAME_FRAMES];
+  uintptr_t lead_pc[WALK_MEMO_FRAMES];
+  int32_t lead_ra[WALK_MEMO_FRAMES];
   int32_t lead_cfa, lead_rbp; /* lead_rbp 0: not saved (rbp unchanged) */
   uint8_t lead_n;             /* 0: none */
   uint8_t whole_n, whole_kept; /* whole_n 0: not all recorded */
