@@ -348,10 +348,10 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
-  page_t *pg = span_alloc(&h->segments, slices, align_slices);
+  page_t *pg = span_alloc(&h->segments, slices, align_slices, sampled);
   if (pg == NULL) {
     heap_collect(h, true);
-    pg = span_alloc(&h->segments, slices, align_slices);
+    pg = span_alloc(&h->segments, slices, align_slices, sampled);
     if (pg == NULL) return NULL;
   }
   if (BRISK_HARDENED) guard_span_tail(pg);

@@ -138,6 +138,9 @@ typedef struct segment_s {
   uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
   uint64_t free_slices;               /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
+  uint64_t light_slices;              /* of those, slices only profiler samples used
+                                         since they were clean: little of them is
+                                         resident (span.c, span_alloc_locked) */
   uint64_t purge_slices;              /* free slices purged at purge_at_ms */
   uint64_t purge_later;               /* freed since: purged one delay after that */
   uint64_t purging;                   /* taken out of free_slices by the background

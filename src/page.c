@@ -254,7 +254,7 @@ block_t *page_take_fresh(page_t *pg) {
 }
 
 static page_t *page_new(heap_t *h, unsigned c) {
-  page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1);
+  page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1, false);
   if (pg == NULL) return NULL;
   uint32_t bs = (uint32_t)class_size(c);
   page_set_block_size(pg, bs);

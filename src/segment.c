@@ -34,6 +34,7 @@ void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
   seg->kind = kind;
   seg->free_slices = ALL_PAGE_SLICES;
   seg->dirty_slices = 0;
+  seg->light_slices = 0;
   seg->purge_slices = 0;
   seg->purge_later = 0;
   seg->purge_at_ms = 0;

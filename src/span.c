@@ -88,6 +88,7 @@ static int find_run(uint64_t mask, size_t n, size_t align) {
 static void slices_take(segment_t *seg, uint64_t bits) {
   seg->free_slices &= ~bits;
   seg->dirty_slices |= bits;
+  seg->light_slices &= ~bits;
   seg->purge_slices &= ~bits;
   seg->purge_later &= ~bits;
 }
@@ -105,10 +106,12 @@ static page_t *span_head_init(segment_t *seg, size_t first, size_t n, bool zero)
   return head;
 }
 
-static page_t *span_carve(segment_t *seg, size_t first, size_t n) {
+static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
   uint64_t bits = slice_bits(first, n);
   bool zero = (seg->dirty_slices & bits) == 0;
+  uint64_t light = bits & (seg->light_slices | ~seg->dirty_slices);
   slices_take(seg, bits);
+  if (sample) seg->light_slices |= light;
   page_t *head = span_head_init(seg, first, n, zero);
   if (BRISK_HARDENED) {
     /* Guards left by earlier large blocks stay where they are: inside the
@@ -223,17 +226,25 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
   if (set->cache_at_ms != 0 && (force || now >= set->cache_at_ms)) span_cache_flush_locked(set);
 }
 
-static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices) {
-  page_t *cached = set->cached_count ? span_cache_take(set, slices, align_slices) : NULL;
+/* The span cache, then free slices in three passes:
+ *   an ordinary span: resident slices (no page faults, and the purged ones
+ *     stay out of RSS), light ones last of those; then any;
+ *   the span of a class's block the profiler sampled (only its first pages
+ *     are touched; no cache): light slices, then clean ones, then any.
+ * Samples so come back to the few slices earlier samples used, and never
+ * hold the rest of a resident slice that class pages would have reused
+ * (which made the heap fault in fresh slices for them). */
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
+  page_t *cached = set->cached_count && !sample ? span_cache_take(set, slices, align_slices) : NULL;
   if (cached != NULL) return cached;
-  /* Resident free slices first (no page faults, and the purged ones stay
-   * out of RSS); then any free run. */
-  for (int resident = 1; resident >= 0; resident--) {
+  for (int pass = 0; pass < 3; pass++) {
     for (segment_t *seg = set->segs.first; seg && seg->free_slices; seg = seg->next) {
-      uint64_t mask = seg->free_slices & (resident ? seg->dirty_slices : ~(uint64_t)0);
+      uint64_t dirty = seg->dirty_slices, light = seg->light_slices & dirty, mask = seg->free_slices;
+      if (pass == 0) mask &= sample ? light : dirty & ~light;
+      else if (pass == 1) mask &= sample ? ~dirty : dirty;
       int first = find_run(mask, slices, align_slices);
       if (first < 0) continue;
-      page_t *span = span_carve(seg, (size_t)first, slices);
+      page_t *span = span_carve(seg, (size_t)first, slices, sample);
       set_note_full(set, seg);
       return span;
     }
@@ -242,14 +253,14 @@ static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align
   if (seg == NULL) return NULL;
   int first = find_run(seg->free_slices, slices, align_slices);
   if (first < 0) return NULL;
-  return span_carve(seg, (size_t)first, slices);
+  return span_carve(seg, (size_t)first, slices, sample);
 }
 
-page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices) {
+page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
   if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
   if (align_slices == 0) align_slices = 1;
   lock_acquire(&set->lock);
-  page_t *span = span_alloc_locked(set, slices, align_slices);
+  page_t *span = span_alloc_locked(set, slices, align_slices, sample);
   lock_release(&set->lock);
   return span;
 }

@@ -44,6 +44,10 @@
  *                              sampled with very different probabilities,
  *                              1 in 7 and 6 in 7: each must be weighted
  *                              by its own)
+ *   profile_sites bursts N     N bursts of 10,000 x 256 B, written, all
+ *                              freed after each; prints the largest RSS
+ *                              seen at a burst's end ("peak_rss_kib K"):
+ *                              what the samples' own memory adds
  *
  * With PROFILE_SITES_EARLY set, a constructor keeps 4000 x 2000 B from
  * make_early before main runs. With PROFILE_SITES_THREAD set, the mode
@@ -290,6 +294,33 @@ static int run_large(const char *path) {
   return 0;
 }
 
+enum { N_BURST = 10000, BURST = 256 };
+static void *burst[N_BURST];
+
+static long rss_kib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL) return -1;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  fclose(f);
+  return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int run_bursts(int rounds) {
+  long peak = 0;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < N_BURST; i++)
+      if ((burst[i] = malloc(BURST)) == NULL) return fprintf(stderr, "profile_sites: malloc failed\n"), 1;
+      else memset(burst[i], r, BURST);
+    long now = rss_kib();
+    if (now < 0) return fprintf(stderr, "profile_sites: no /proc/self/statm\n"), 1;
+    if (now > peak) peak = now;
+    for (int i = 0; i < N_BURST; i++) free(burst[i]);
+  }
+  printf("peak_rss_kib %ld\n", peak);
+  return 0;
+}
+
 enum { N_PLUGIN = 2000, PLUGIN = 3000 };
 static void *plugin_blocks[N_PLUGIN];
 
@@ -348,6 +379,7 @@ static int dispatch(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "replaced") == 0) return run_replaced(argv[2]);
   if (argc == 3 && strcmp(argv[1], "small") == 0) return run_small(argv[2]);
   if (argc == 3 && strcmp(argv[1], "large") == 0) return run_large(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "bursts") == 0) return run_bursts(atoi(argv[2]));
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
           "replaced DIR | small PATH | large PATH\n");
   return 2;
