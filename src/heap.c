@@ -348,10 +348,13 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
-  page_t *pg = span_alloc(&h->segments, slices, align_slices, sampled);
+  /* A sample of a quarter slice or less leaves most of its span untouched:
+   * a light span (span.h) */
+  bool light = sampled && size <= SLICE_SIZE / 4;
+  page_t *pg = span_alloc(&h->segments, slices, align_slices, light);
   if (pg == NULL) {
     heap_collect(h, true);
-    pg = span_alloc(&h->segments, slices, align_slices, sampled);
+    pg = span_alloc(&h->segments, slices, align_slices, light);
     if (pg == NULL) return NULL;
   }
   if (BRISK_HARDENED) guard_span_tail(pg);

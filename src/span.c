@@ -229,8 +229,8 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
 /* The span cache, then free slices in three passes:
  *   an ordinary span: resident slices (no page faults, and the purged ones
  *     stay out of RSS), light ones last of those; then any;
- *   the span of a class's block the profiler sampled (only its first pages
- *     are touched; no cache): light slices, then clean ones, then any.
+ *   the span of a small class block the profiler sampled (only its first
+ *     pages are touched; no cache): light slices, then clean ones, then any.
  * Samples so come back to the few slices earlier samples used, and never
  * hold the rest of a resident slice that class pages would have reused
  * (which made the heap fault in fresh slices for them). */
