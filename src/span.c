@@ -226,29 +226,29 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
   if (set->cache_at_ms != 0 && (force || now >= set->cache_at_ms)) span_cache_flush_locked(set);
 }
 
-/* The span cache, then free slices in three passes:
- *   an ordinary span: resident slices (no page faults, and the purged ones
- *     stay out of RSS), light ones last of those; then any;
- *   the span of a small class block the profiler sampled (only its first
- *     pages are touched; no cache): light slices, then clean ones, then any.
- * Samples so come back to the few slices earlier samples used, and never
- * hold the rest of a resident slice that class pages would have reused
- * (which made the heap fault in fresh slices for them). */
-static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
-  page_t *cached = set->cached_count && !sample ? span_cache_take(set, slices, align_slices) : NULL;
-  if (cached != NULL) return cached;
-  for (int pass = 0; pass < 3; pass++) {
-    for (segment_t *seg = set->segs.first; seg && seg->free_slices; seg = seg->next) {
-      uint64_t dirty = seg->dirty_slices, light = seg->light_slices & dirty, mask = seg->free_slices;
-      if (pass == 0) mask &= sample ? light : dirty & ~light;
-      else if (pass == 1) mask &= sample ? ~dirty : dirty;
-      int first = find_run(mask, slices, align_slices);
-      if (first < 0) continue;
-      page_t *span = span_carve(seg, (size_t)first, slices, sample);
-      set_note_full(set, seg);
-      return span;
-    }
+/* Which free slices a search takes (span_alloc_locked). */
+enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
+
+/* The first run of `slices` free slices of the kind asked, in the set's
+ * segment order, lowest address first, carved; NULL if none. Inlined with
+ * a constant kind, each search is one mask per segment. */
+BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample) {
+  for (segment_t *seg = set->segs.first; seg && seg->free_slices; seg = seg->next) {
+    uint64_t mask = seg->free_slices, dirty = seg->dirty_slices;
+    if (kind == FIND_RESIDENT) mask &= dirty & ~seg->light_slices;
+    else if (kind == FIND_LIGHT) mask &= dirty & seg->light_slices;
+    else if (kind == FIND_CLEAN) mask &= ~dirty;
+    int first = find_run(mask, slices, align_slices);
+    if (first < 0) continue;
+    page_t *span = span_carve(seg, (size_t)first, slices, sample);
+    set_note_full(set, seg);
+    return span;
   }
+  return NULL;
+}
+
+/* A span from a segment added to the set (a pooled or new one). */
+static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
   segment_t *seg = set_add_segment(set);
   if (seg == NULL) return NULL;
   int first = find_run(seg->free_slices, slices, align_slices);
@@ -256,11 +256,34 @@ static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align
   return span_carve(seg, (size_t)first, slices, sample);
 }
 
+/* An ordinary span: the span cache, then resident free slices (no page
+ * faults, and the purged ones stay out of RSS) but light ones; then any
+ * run. The span of a small class block the profiler sampled (only its
+ * first pages are touched; no cache): light slices, then clean ones, then
+ * any. Samples so come back to the few slices earlier samples used, and
+ * never hold the rest of a resident slice that class pages would have
+ * reused (which made the heap fault in fresh slices for them). Out of
+ * line: the ordinary path keeps its registers. */
+static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_t slices, size_t align_slices) {
+  page_t *span = span_find(set, slices, align_slices, FIND_LIGHT, true);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_CLEAN, true);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, true);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true);
+}
+
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices) {
+  page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices) : NULL;
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false);
+}
+
 page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
   if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
   if (align_slices == 0) align_slices = 1;
   lock_acquire(&set->lock);
-  page_t *span = span_alloc_locked(set, slices, align_slices, sample);
+  page_t *span = BRISK_UNLIKELY(sample) ? span_alloc_sample_locked(set, slices, align_slices)
+                                        : span_alloc_locked(set, slices, align_slices);
   lock_release(&set->lock);
   return span;
 }
