@@ -140,7 +140,7 @@ typedef struct segment_s {
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t light_slices;              /* of those, slices only profiler samples used
                                          since they were clean: little of them is
-                                         resident (span.c, span_alloc_locked) */
+                                         resident (span.c, span_alloc_sample_locked) */
   uint64_t purge_slices;              /* free slices purged at purge_at_ms */
   uint64_t purge_later;               /* freed since: purged one delay after that */
   uint64_t purging;                   /* taken out of free_slices by the background

@@ -226,7 +226,7 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
   if (set->cache_at_ms != 0 && (force || now >= set->cache_at_ms)) span_cache_flush_locked(set);
 }
 
-/* Which free slices a search takes (span_alloc_locked). */
+/* Which free slices a search takes (span_find). */
 enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
 
 /* The first run of `slices` free slices of the kind asked, in the set's

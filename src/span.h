@@ -44,7 +44,7 @@ typedef struct segment_set_s {
  * flags = PAGE_IN_USE (| PAGE_ZERO when the memory is fresh). sample: for
  * a small class block the profiler sampled, which touches only the first
  * pages of its span: taken from the slices earlier such samples used, else
- * from slices that are not resident (span.c, span_alloc_locked). */
+ * from slices that are not resident (span.c, span_alloc_sample_locked). */
 BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample);
 /* Slices of a large block of `size` bytes (with room for its guard page in
  * the hardened build). */
