@@ -78,6 +78,8 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 /* The OS page size brisk plans its layout around (x86-64, arm64 with 4 KiB
  * pages); larger OS pages only make some of these choices less exact. */
 #define OS_PAGE_BYTES ((size_t)4096)
+/* n rounded up to whole OS pages (0 when that overflows). */
+#define OS_PAGE_CEIL(n) (((n) + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1))
 #define HARDENED_GUARD OS_PAGE_BYTES      /* hardened build: a PROT_NONE page */
 
 /* Free blocks a page carves from fresh memory at a time (about a 4 KiB

@@ -423,7 +423,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment);
 /* What a large or huge block of n bytes counts for while sampling: n
  * rounded up to whole OS pages (prof_sample_weight keeps one weight per
  * page count); below n when that overflows. */
-static inline size_t prof_page_bytes(size_t n) { return (n + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1); }
+static inline size_t prof_page_bytes(size_t n) { return OS_PAGE_CEIL(n); }
 /* While h samples, the refill that page_refill_pop leaves to the slow path
  * (it takes no local list in such a heap: refill_mask), of pg, h->direct's
  * page of a class up to DIRECT_MAX: the allocation counted, the local

@@ -15,7 +15,7 @@
  * its guard page aside: the block's usable size is this minus offset.
  * brisk_good_size asks it too. */
 BRISK_INLINE size_t huge_map_bytes(size_t offset, size_t size) {
-  return (offset + size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  return OS_PAGE_CEIL(offset + size);
 }
 /* The usable size huge_alloc gives a block of `size` bytes (alignment up
  * to the header slice's). */

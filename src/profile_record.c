@@ -76,13 +76,13 @@ static double interval_base;   /* the in-use estimate at the last interval dump,
  * ------------------------------------------------------------------------- */
 void *record_map(size_t size) {
   void *p;
-  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  size = OS_PAGE_CEIL(size);
   if (os_map_aligned(size, OS_PAGE_BYTES, &p) != 0) return NULL;
   return p;
 }
 
 static void record_unmap(void *p, size_t size) {
-  size = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  size = OS_PAGE_CEIL(size);
   os_unmap(p, size);
   STAT_LEVEL(mapped_bytes, -(int64_t)size);
 }

@@ -57,7 +57,7 @@ BRISK_INLINE size_t class_page_slices(unsigned c) {
    * whole. Where what it leaves unused is over 1/32 of a 64 KiB page (3328,
    * 4160 and 5632 B: 3.5..5.5%), the class takes two slices (1.0..1.6%). */
   size_t end = SLICE_SIZE / size * size;
-  size_t unused = ((end + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1)) - end;
+  size_t unused = OS_PAGE_CEIL(end) - end;
   return unused > SLICE_SIZE / 32 ? 2 * SMALL_PAGE_SLICES : SMALL_PAGE_SLICES;
 }
 

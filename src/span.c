@@ -109,9 +109,10 @@ static page_t *span_head_init(segment_t *seg, size_t first, size_t n, bool zero)
 static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
   uint64_t bits = slice_bits(first, n);
   bool zero = (seg->dirty_slices & bits) == 0;
-  uint64_t light = bits & (seg->light_slices | ~seg->dirty_slices);
+  /* a sample keeps light the slices it finds light or clean */
+  uint64_t light = sample ? bits & (seg->light_slices | ~seg->dirty_slices) : 0;
   slices_take(seg, bits);
-  if (sample) seg->light_slices |= light;
+  seg->light_slices |= light;
   page_t *head = span_head_init(seg, first, n, zero);
   if (BRISK_HARDENED) {
     /* Guards left by earlier large blocks stay where they are: inside the

@@ -58,7 +58,7 @@ BRISK_INLINE size_t large_slices(size_t size) {
  * for a block already in a span. */
 BRISK_INLINE size_t large_usable_size(size_t size) {
   if (BRISK_HARDENED) return (large_slices(size) << SLICE_SHIFT) - HARDENED_GUARD;
-  return (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  return OS_PAGE_CEIL(size);
 }
 /* Give a span back: kept whole in the set's span cache for the next span
  * of its size, or to its segment; either way its memory is purged after
@@ -80,7 +80,7 @@ BRISK_INTERNAL bool span_try_grow(segment_set_t *set, page_t *span, size_t slice
  * is purged with the segment's next deadline. */
 BRISK_INTERNAL void span_large_resize(segment_set_t *set, page_t *span, size_t size);
 BRISK_INLINE size_t large_usable(const page_t *span, size_t size) {
-  size_t rounded = (size + OS_PAGE_BYTES - 1) & ~(OS_PAGE_BYTES - 1);
+  size_t rounded = OS_PAGE_CEIL(size);
   return BRISK_HARDENED || rounded > span->span_bytes ? span->span_bytes : rounded;
 }
 

@@ -381,7 +381,7 @@ static int dispatch(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "large") == 0) return run_large(argv[2]);
   if (argc == 3 && strcmp(argv[1], "bursts") == 0) return run_bursts(atoi(argv[2]));
   fprintf(stderr, "usage: profile_sites sites PATH | faults ROUNDS | idle MS | few DIR | churn PATH | tables N | "
-          "replaced DIR | small PATH | large PATH\n");
+          "replaced DIR | small PATH | large PATH | bursts N\n");
   return 2;
 }
 
