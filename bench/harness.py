@@ -231,6 +231,24 @@ def within_noise(r, aa):
     return r is not None and aa is not None and abs(r - 1) <= abs(aa - 1)
 
 
+def rss_resolution_kib(cpus=None):
+    """How far a child's peak RSS (ru_maxrss) can be from the truth. Linux
+    counts a process's resident pages per CPU and adds each CPU's count to
+    the total only once it reaches 32 pages (percpu_counter_batch; before
+    Linux 6.2, per thread every 64 events), and VmHWM is taken from that
+    total: each CPU can hold back up to 32 pages, in either direction. On
+    2 CPUs that is 256 KiB, 15% of a 1.7 MiB process (the same run of
+    cache-thrash reads 1720 or 1848 KiB, while a walk of its page tables,
+    /proc/PID/smaps_rollup, finds 1848 every time)."""
+    cpus = cpus or os.cpu_count() or 1
+    return 32 * 4 * cpus
+
+
+def within_rss_resolution(kib, ref_kib, resolution):
+    """Are two peak RSS medians closer than the kernel's count resolves?"""
+    return kib is not None and ref_kib is not None and abs(kib - ref_kib) < resolution
+
+
 def fmt_time(s):
     if s is None:
         return "-"
@@ -302,6 +320,7 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
             header.append("%s spread" % ref_name)
         rows = []
         noisy = 0
+        rss_ties = 0
         for w in workloads:
             ref = cells[(w["name"], ref_name)]
             row = [w["name"], cell_text(ref, key, fmt)]
@@ -313,6 +332,10 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
                 else:
                     mark = "~" if within_noise(c[rkey], aa_r) else ""
                     noisy += bool(mark)
+                    if key == "rss_kib" and not mark and within_rss_resolution(
+                            c[key], ref[key], meta.get("rss_resolution_kib", 0)):
+                        mark = "~"
+                        rss_ties += 1
                     row.append(fmt_ratio(c[rkey]) + mark + ("" if not c["failed"] else
                                                             " (%d failed)" % c["failed"]))
             if aa_name:
@@ -341,6 +364,11 @@ def report_markdown(meta, workloads, allocs, ref_name, aa_name, cells, geo, aa):
         if noisy:
             lines.append("~ marks a ratio no farther from 1 than the A/A ratio of its row: on "
                          "that workload the difference is within the noise of this run.")
+            lines.append("")
+        if rss_ties:
+            lines.append("~ also marks a peak RSS less than %d KiB from %s's: the kernel's count "
+                         "of resident pages, which ru_maxrss reports, is only that exact on this "
+                         "machine (32 pages per CPU)." % (meta["rss_resolution_kib"], ref_name))
             lines.append("")
         if aa:
             dev = aa["time_max_dev"] if key == "time" else aa["rss_max_dev"]
@@ -730,7 +758,7 @@ def main(argv=None):
             "kernel": platform.release(), "glibc": " ".join(platform.libc_ver()),
             "versions": _versions(allocs, brisk_lib), "notes": notes,
             "sizes": {w["name"]: size_of(w) for w in workloads}, "size_tier": size_tier,
-            "cpus": os.cpu_count() or 1}
+            "cpus": os.cpu_count() or 1, "rss_resolution_kib": rss_resolution_kib()}
     stem = args.stem or "%s-%s" % (mode, now.strftime("%Y%m%d-%H%M%S"))
     points = None
     if scaling:

@@ -639,6 +639,28 @@ def test_within_noise():
     assert not harness.within_noise(None, 1.1) and not harness.within_noise(1.0, None)
 
 
+def test_rss_resolution():
+    # 32 pages of 4 KiB per CPU
+    assert harness.rss_resolution_kib(2) == 256 and harness.rss_resolution_kib(8) == 1024
+    assert harness.within_rss_resolution(1848, 1720, 256)
+    assert harness.within_rss_resolution(1720, 1848, 256)
+    assert not harness.within_rss_resolution(2000, 1720, 256)
+    assert not harness.within_rss_resolution(None, 1720, 256)
+
+
+def test_rss_within_resolution_marked(env):
+    # the fakes are the same shell script: every peak RSS is within the
+    # kernel's resolution of brisk's, so each RSS ratio is marked and said why
+    r = env.run("--quick", "--alloc", "brisk=none,slow=none", "--runs", "3", "--stem", "rssres")
+    assert r.returncode == 0, r.stderr + r.stdout
+    rss = r.stdout.split("## Peak RSS", 1)[1]
+    rows = [l for l in rss.splitlines() if l.startswith("| alpha |")]
+    assert rows and "~ |" in rows[0], rows
+    assert "~ also marks a peak RSS less than" in rss
+    time_rows = [l for l in r.stdout.split("## Peak RSS", 1)[0].splitlines() if l.startswith("| alpha |")]
+    assert time_rows and "~" not in time_rows[0], time_rows
+
+
 def test_noise_marked_in_report(env):
     # "near" is 1% slower than brisk, the A/A copy 2%: its ratio is marked,
     # the others' are not
