@@ -28,7 +28,7 @@ BRISK_INLINE void *malloc_inline(size_t size) {
     block_t *b = page_pop(h->direct[(size + 15) >> 4]);
     if (BRISK_LIKELY(b != NULL)) return b;
   }
-  return malloc_slow(size);
+  return malloc_slow(size, h);
 }
 
 BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {

@@ -106,10 +106,10 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * the rest of its span, if resident from an earlier block, is purged with
  * the segment's next deadline when it is at least this large. */
 #define LARGE_TAIL_PURGE_MIN ((size_t)16 * 1024)
-/* The span cache of each heap's segment set (span.c): at most this many
- * freed spans, each of at most SPAN_CACHE_SPAN_MAX slices, together at
- * most SPAN_CACHE_SLICES slices (2 MiB). */
-#define SPAN_CACHE_SLOTS 8
+/* The span cache of each heap's segment set (span.c): freed spans of at
+ * most SPAN_CACHE_SPAN_MAX slices, at most SPAN_CACHE_DEPTH of each size,
+ * together at most SPAN_CACHE_SLICES slices (2 MiB). */
+#define SPAN_CACHE_DEPTH 8
 #define SPAN_CACHE_SPAN_MAX 8
 #define SPAN_CACHE_SLICES 32
 

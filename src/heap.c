@@ -351,10 +351,16 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   /* A sample of a quarter slice or less leaves most of its span untouched:
    * a light span (span.h) */
   bool light = sampled && size <= SLICE_SIZE / 4;
-  page_t *pg = span_alloc(&h->segments, slices, align_slices, light);
+  page_t *pg = NULL;
+  if (!sampled && align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX)
+    pg = span_cache_take_large(&h->segments, slices, size);
+  if (pg == NULL)
+    pg = sampled ? span_alloc(&h->segments, slices, align_slices, light)
+                 : span_alloc_large(&h->segments, slices, align_slices, size);
   if (pg == NULL) {
     heap_collect(h, true);
-    pg = span_alloc(&h->segments, slices, align_slices, light);
+    pg = sampled ? span_alloc(&h->segments, slices, align_slices, light)
+                 : span_alloc_large(&h->segments, slices, align_slices, size);
     if (pg == NULL) return NULL;
   }
   if (BRISK_HARDENED) guard_span_tail(pg);
@@ -366,11 +372,12 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   pg->reserved = 1;
   pg->notify_at = 0;
   page_set_used(pg, 1);
-  pg->flags |= PAGE_LARGE;
-  if (sampled) /* its tail stays unpurged (DESIGN.md, "Where a sample lives") */
-    pg->block_size = (uint32_t)large_usable(pg, size);
-  else
-    span_large_resize(&h->segments, pg, size);
+  /* A sample's tail stays unpurged (DESIGN.md, "Where a sample lives");
+   * the hardened build's block is its span up to the guard placed above.
+   * Any other span came marked a large block's with its usable size, under
+   * the set's lock, where the purger reads them when the tail is due. */
+  if (sampled) pg->flags |= PAGE_LARGE;
+  if (sampled || BRISK_HARDENED) pg->block_size = (uint32_t)large_usable(pg, size);
   heap_count_page(h, 1, true);
   return pg->start;
 }

@@ -397,13 +397,16 @@ BRISK_INLINE bool class_cache_keep(class_cache_t *cc, page_t *pg, block_t *b) {
  * page changes list, is retired, or (a large or huge block) goes back. */
 static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-  page_push_local(pg, b);
   if (pg->flags & PAGE_CACHED) {
+    page_push_local(pg, b);
     if (page_used(pg) <= pg->cached && pg->cached != 0)
       class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
     page_after_free(h, pg);
     return;
   }
+  /* A large or huge block's span goes whole: counted back, not linked
+   * (its lists stay empty) */
+  page_add_used(pg, -1);
   if (pg->flags & PAGE_HUGE) { /* a first-class heap's huge block */
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) prof_forget_owned(pg, h); /* sampled by the profiler */
     segment_set_free_huge(&h->segments, pg);
@@ -412,10 +415,11 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
       prof_forget_owned(pg, h);
       span_free_uncached(&h->segments, pg);
-    } else {
+    } else if (pg->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large(&h->segments, pg)) {
       span_free(&h->segments, pg);
     }
   } else {
+    page_link_local(pg, b);
     page_after_free(h, pg);
   }
   background_poll(); /* memory may wait now, and no lock is held */

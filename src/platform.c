@@ -215,6 +215,16 @@ void os_abort(void) { abort(); }
 
 void os_yield(void) { sched_yield(); }
 
+void lock_acquire_contended(brisk_lock_t *l) {
+  for (unsigned spins = 0;; spins++) {
+    if (spins < 64) os_cpu_relax();
+    else os_yield();
+    if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+      return;
+  }
+}
+
 char **os_environ(void) { return environ; }
 
 uint64_t os_random_seed(void) {

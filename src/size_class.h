@@ -27,6 +27,7 @@
 #define CLASS_MAX (CLASS_COUNT - 1)
 
 extern const uint32_t brisk_class_size[CLASS_COUNT] BRISK_INTERNAL;
+extern const uint8_t brisk_medium_class[MEDIUM_MAX / 64 + 1] BRISK_INTERNAL;
 
 /* For 2^b <= n - 1 < 2^(b+1), b = 7..15: the class of 2^b, or of its
  * header class when it has one; and the smallest n - 1 past that class
@@ -39,6 +40,9 @@ static const uint32_t past_pow2_class[16] = {
 /* n <= MEDIUM_MAX */
 BRISK_INLINE unsigned size_to_class(size_t n) {
   if (n <= 128) return n == 0 ? 1 : (unsigned)((n + 15) >> 4);
+  /* one load where most of these sizes are asked for (malloc_slow's class
+   * cache: the steps below took 16 instructions) */
+  if (n > DIRECT_MAX) return brisk_medium_class[(n + 63) >> 6];
   /* x = n - 1 = 2^b + over; eight steps of 2^(b-3) per doubling, and a
    * header class covers less than one step, so it only splits the first. */
   size_t x = n - 1;

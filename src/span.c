@@ -127,11 +127,20 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
 
 /* ---------------------------------------------------------------------------
  * The span cache: a freed span of up to SPAN_CACHE_SPAN_MAX slices is kept
- * whole (out of the free masks, its slices pointing at brisk_dead_page as
- * free ones do) and handed to the next span_alloc of the same size: no
- * search, no mask updates, no deadline. Everything under the set's lock.
- * It is emptied at cache_at_ms (set by the first put after the last
- * flush), by the owner's purge or the purger, and by every collect.
+ * whole (out of the free masks) and handed to the next span_alloc of the
+ * same size: no search, no mask updates, no deadline. A stack per slice
+ * count, newest on top. Everything under the set's lock. It is emptied at
+ * cache_at_ms (set by the first put after the last flush), by the owner's
+ * purge or the purger, and by every collect.
+ *
+ * A class page's span is kept with its slices pointing at brisk_dead_page,
+ * as free ones do. A large block's span keeps its descriptor, and its
+ * slices keep pointing at it, so that the next large block of its size
+ * takes it back with a few stores (span_cache_take): it is marked as not
+ * in use (no PAGE_IN_USE; reserved and capacity 0), which every path that
+ * reaches it through a slice reads as a dead page's, so a second free of
+ * the block is reported as one into free memory. When it leaves the cache
+ * any other way, its slices point at the dead page again (span_cache_drop).
  * ------------------------------------------------------------------------- */
 static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits);
 
@@ -143,14 +152,31 @@ static void set_deadline_lower(segment_set_t *set, uint64_t at) {
   if (next == 0 || at < next) field_store_relaxed(&set->next_purge_ms, at);
 }
 
+static size_t span_first_slice(const segment_t *seg, const page_t *span) { return (size_t)(span - seg->pages); }
+
+/* A cached large block's span: its descriptor and slices as a free span's. */
+static void span_cache_unkeep(segment_t *seg, page_t *span) {
+  if (!(span->flags & PAGE_LARGE)) return;
+  size_t first = span_first_slice(seg, span);
+  for (size_t i = first; i < first + span->slice_count; i++) seg->pages[i].span = &brisk_dead_page;
+  page_desc_clear(span);
+}
+
+/* A cached span back to its segment's free slices. */
+static void span_cache_drop(segment_set_t *set, page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  span_cache_unkeep(seg, span);
+  slices_release_locked(set, seg, slice_bits(span_first_slice(seg, span), span->slice_count));
+}
+
 static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
-  if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_count == SPAN_CACHE_SLOTS ||
+  if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
       set->cached_slices + n > SPAN_CACHE_SLICES)
     return false;
   uint64_t delay = options_purge_delay_ms();
   if (delay == 0) return false; /* at once: nothing is kept */
-  set->cached_n[set->cached_count] = (uint8_t)n;
-  set->cached[set->cached_count++] = span;
+  set->cached[n - 1][set->cached_n[n - 1]++] = span;
+  set->cached_count++;
   set->cached_slices += (uint32_t)n;
   if (set->cache_at_ms == 0) {
     set->cache_at_ms = os_now_ms() + delay;
@@ -163,57 +189,122 @@ static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
   return true;
 }
 
+/* Entry i of the stack of n-slice spans leaves the cache. */
+static page_t *span_cache_remove(segment_set_t *set, size_t n, uint32_t i) {
+  page_t **stack = set->cached[n - 1];
+  page_t *span = stack[i];
+  uint32_t top = --set->cached_n[n - 1];
+  for (; i < top; i++) stack[i] = stack[i + 1];
+  set->cached_count--;
+  set->cached_slices -= (uint32_t)n;
+  return span;
+}
+
 /* The newest cached span of `slices` slices whose first slice is a
- * multiple of align, ready for use (its memory is not fresh); NULL if none. */
-static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align) {
-  for (uint32_t i = set->cached_count; i-- > 0;) {
-    if (set->cached_n[i] != slices) continue;
-    page_t *span = set->cached[i];
-    segment_t *seg = segment_of_page(span);
-    size_t first = (size_t)(span - seg->pages);
+ * multiple of align, ready for use (its memory is not fresh); NULL if none.
+ * large: for a large block, which takes a large block's kept descriptor
+ * as it is (the caller sets again what a block's life changes: the counts,
+ * reserved, capacity); any other use starts from a clean descriptor. */
+static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_thread);
+
+static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align, bool large) {
+  if (slices > SPAN_CACHE_SPAN_MAX) return NULL;
+  page_t **stack = set->cached[slices - 1];
+  for (uint32_t i = set->cached_n[slices - 1]; i-- > 0;) {
+    segment_t *seg = segment_of_page(stack[i]);
+    size_t first = span_first_slice(seg, stack[i]);
     if (first % align != 0) continue;
-    set->cached_count--;
-    for (uint32_t j = i; j < set->cached_count; j++) {
-      set->cached[j] = set->cached[j + 1];
-      set->cached_n[j] = set->cached_n[j + 1];
+    page_t *span = span_cache_remove(set, slices, i);
+    if (large && (span->flags & PAGE_LARGE)) {
+      span->flags = PAGE_IN_USE | PAGE_LARGE;
+      return span;
     }
-    set->cached_slices -= (uint32_t)slices;
     return span_head_init(seg, first, slices, false);
   }
   return NULL;
 }
 
+/* The common cases of a large block, each in one short hold of the lock:
+ * a freed block's span kept whole, and a new block of the same size taking
+ * the newest such span back. Any other case (a first put since the cache
+ * was emptied, which sets its deadline; a put that makes the cache worth
+ * a purger thread; a full stack; a stack whose top is a class page's
+ * span) is left to the general path. */
+page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size) {
+  page_t *span = NULL;
+  lock_acquire(&set->lock);
+  uint32_t k = set->cached_n[slices - 1];
+  if (k != 0 && (set->cached[slices - 1][k - 1]->flags & PAGE_LARGE)) {
+    span = set->cached[slices - 1][k - 1];
+    set->cached_n[slices - 1] = (uint8_t)(k - 1);
+    set->cached_count--;
+    set->cached_slices -= (uint32_t)slices;
+    span->flags = PAGE_IN_USE | PAGE_LARGE;
+    span->block_size = (uint32_t)large_usable(span, size);
+    if (span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN) {
+      /* What an earlier block wrote past this one's end: purged once this
+       * block has lived a whole delay (span_large_resize) */
+      segment_t *seg = segment_of_page(span);
+      seg->tails_later |= (uint64_t)1 << span_first_slice(seg, span);
+      if (seg->purge_at_ms == 0) segment_deadline(set, seg, false);
+    }
+  }
+  lock_release(&set->lock);
+  return span;
+}
+
+bool span_cache_put_large(segment_set_t *set, page_t *span) {
+  size_t n = span->slice_count;
+  bool kept = false;
+  lock_acquire(&set->lock);
+  uint32_t slices = set->cached_slices + (uint32_t)n;
+  if (!BRISK_HARDENED && set->cache_at_ms != 0 && set->cached_n[n - 1] < SPAN_CACHE_DEPTH &&
+      slices <= SPAN_CACHE_SLICES && (slices < PURGE_WORTH_A_THREAD || set->cached_slices >= PURGE_WORTH_A_THREAD)) {
+    set->cached[n - 1][set->cached_n[n - 1]++] = span;
+    set->cached_count++;
+    set->cached_slices = slices;
+    segment_t *seg = segment_of_page(span);
+    uint64_t head = ~((uint64_t)1 << span_first_slice(seg, span));
+    seg->tails &= head;
+    seg->tails_later &= head;
+    span->flags &= (uint8_t)~PAGE_IN_USE;
+    span->reserved = 0;
+    span->capacity = 0;
+    kept = true;
+  }
+  lock_release(&set->lock);
+  return kept;
+}
+
 /* Cached spans of seg that overlap `bits` go back to their segment: a
  * block grows in place over them. */
 static void span_cache_release_in(segment_set_t *set, segment_t *seg, uint64_t bits) {
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < set->cached_count; i++) {
-    page_t *span = set->cached[i];
-    uint64_t own = segment_of_page(span) == seg ? slice_bits((size_t)(span - seg->pages), set->cached_n[i]) : 0;
-    if (own & bits) {
-      set->cached_slices -= set->cached_n[i];
-      slices_release_locked(set, seg, own);
-    } else {
-      set->cached_n[kept] = set->cached_n[i];
-      set->cached[kept++] = span;
+  for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
+    for (uint32_t i = set->cached_n[n - 1]; i-- > 0;) {
+      page_t *span = set->cached[n - 1][i];
+      if (segment_of_page(span) == seg && (slice_bits(span_first_slice(seg, span), n) & bits))
+        span_cache_drop(set, span_cache_remove(set, n, i));
     }
   }
-  set->cached_count = kept;
 }
 
 /* Empty the cache without giving its spans back (their segments go whole). */
 static void span_cache_forget(segment_set_t *set) {
+  for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
+    for (uint32_t i = 0; i < set->cached_n[n - 1]; i++)
+      span_cache_unkeep(segment_of_page(set->cached[n - 1][i]), set->cached[n - 1][i]);
+    set->cached_n[n - 1] = 0;
+  }
   set->cached_count = 0;
   set->cached_slices = 0;
   set->cache_at_ms = 0;
 }
 
 static void span_cache_flush_locked(segment_set_t *set) {
-  for (uint32_t i = 0; i < set->cached_count; i++) {
-    segment_t *seg = segment_of_page(set->cached[i]);
-    slices_release_locked(set, seg, slice_bits((size_t)(set->cached[i] - seg->pages), set->cached_n[i]));
+  for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
+    while (set->cached_n[n - 1] > 0) span_cache_drop(set, span_cache_remove(set, n, set->cached_n[n - 1] - 1));
   }
-  span_cache_forget(set);
+  set->cache_at_ms = 0;
 }
 
 void span_cache_flush(segment_set_t *set) {
@@ -272,8 +363,8 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true);
 }
 
-static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices) {
-  page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices) : NULL;
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
+  page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false);
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false);
@@ -284,7 +375,21 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool 
   if (align_slices == 0) align_slices = 1;
   lock_acquire(&set->lock);
   page_t *span = BRISK_UNLIKELY(sample) ? span_alloc_sample_locked(set, slices, align_slices)
-                                        : span_alloc_locked(set, slices, align_slices);
+                                        : span_alloc_locked(set, slices, align_slices, false);
+  lock_release(&set->lock);
+  return span;
+}
+
+static void large_resize_locked(segment_set_t *set, page_t *span, size_t size);
+
+page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices, size_t size) {
+  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
+  lock_acquire(&set->lock);
+  page_t *span = span_alloc_locked(set, slices, align_slices, true);
+  if (span != NULL) {
+    span->flags |= PAGE_LARGE;
+    large_resize_locked(set, span, size);
+  }
   lock_release(&set->lock);
   return span;
 }
@@ -297,11 +402,19 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   brisk_assert((seg->free_slices & bits) == 0);
   brisk_assert(span->span == span && (span->flags & PAGE_IN_USE));
   brisk_assert((span->flags & PAGE_LARGE) || page_used(span) == 0);
-  for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
-  page_desc_clear(span);
   seg->tails &= ~bits;
   seg->tails_later &= ~bits;
-  if (may_cache && span_cache_put(set, span, n)) return;
+  bool large = (span->flags & PAGE_LARGE) != 0;
+  if (may_cache && large && span_cache_put(set, span, n)) {
+    /* kept whole: its slices still point at it (see the span cache) */
+    span->flags &= (uint8_t)~PAGE_IN_USE;
+    span->reserved = 0;
+    span->capacity = 0;
+    return;
+  }
+  for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
+  page_desc_clear(span);
+  if (may_cache && !large && span_cache_put(set, span, n)) return;
   slices_release_locked(set, seg, bits);
 }
 
@@ -378,10 +491,9 @@ static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_th
   background_schedule(seg->purge_at_ms, worth_a_thread);
 }
 
-void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
+static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   segment_t *seg = segment_of_page(span);
   uint64_t bit = (uint64_t)1 << (span - seg->pages);
-  lock_acquire(&set->lock);
   span->block_size = (uint32_t)large_usable(span, size);
   bool tail = !(span->flags & PAGE_ZERO) && span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN;
   if (tail && options_purge_delay_ms() == 0) { /* at once */
@@ -393,6 +505,11 @@ void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
     seg->tails &= ~bit;
     seg->tails_later &= ~bit;
   }
+}
+
+void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
+  lock_acquire(&set->lock);
+  large_resize_locked(set, span, size);
   lock_release(&set->lock);
 }
 

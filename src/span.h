@@ -29,13 +29,15 @@ typedef struct segment_set_s {
   struct heap_s *heap;
   bool fresh_only;        /* never a destroyed heap's segment (brisk's own heap) */
   /* Spans freed whole and kept for the next span of the same size (span.c,
-   * "the span cache"), oldest first; their slices are in no free mask and
-   * point at brisk_dead_page. Under the lock. */
-  uint32_t cached_count;
+   * "the span cache"): a stack per slice count (cached[n - 1], cached_n[n -
+   * 1] of them), newest on top; their slices are in no free mask and point
+   * at brisk_dead_page, or at a large block's kept descriptor. Under the
+   * lock. */
+  uint32_t cached_count;  /* spans, all sizes */
   uint32_t cached_slices;
   uint64_t cache_at_ms;   /* when they go back to their segments; 0: no deadline */
-  page_t *cached[SPAN_CACHE_SLOTS];
-  uint8_t cached_n[SPAN_CACHE_SLOTS]; /* their slice counts */
+  uint8_t cached_n[SPAN_CACHE_SPAN_MAX];
+  page_t *cached[SPAN_CACHE_SPAN_MAX][SPAN_CACHE_DEPTH];
 } segment_set_t;
 
 /* A span of `slices` slices whose first slice index is a multiple of
@@ -46,6 +48,19 @@ typedef struct segment_set_s {
  * pages of its span: taken from the slices earlier such samples used, else
  * from slices that are not resident (span.c, span_alloc_sample_locked). */
 BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample);
+/* The span of a new large block of `size` bytes (not a sample), made a
+ * large block's (PAGE_LARGE) with its usable size (block_size) and its
+ * resident tail's purge arranged (span_large_resize), all under one hold
+ * of the lock. A span the cache kept for a large block comes back with
+ * its old descriptor (the caller sets what a block's life changes). */
+BRISK_INTERNAL page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices, size_t size);
+/* A large block's fast cases (span.c, "the span cache"): the newest span
+ * of `slices` (at most SPAN_CACHE_SPAN_MAX) that a large block left in the
+ * cache, taken back for a new block of `size` bytes with its usable size
+ * set, or NULL; and a freed large block's span kept there, or false (then
+ * span_free). */
+BRISK_INTERNAL page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size);
+BRISK_INTERNAL bool span_cache_put_large(segment_set_t *set, page_t *span);
 /* Slices of a large block of `size` bytes (with room for its guard page in
  * the hardened build). */
 BRISK_INLINE size_t large_slices(size_t size) {

@@ -130,8 +130,7 @@ heap_t *thread_heap_init(void) {
   return h;
 }
 
-void *malloc_slow(size_t size) {
-  heap_t *h = brisk_tls_heap;
+void *malloc_slow(size_t size, heap_t *h) {
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
     block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
     if (b != NULL) return b;

@@ -17,7 +17,8 @@ BRISK_INTERNAL heap_t *thread_heap_init(void) BRISK_NOINLINE;
 BRISK_INTERNAL heap_t *thread_heap_for_free(void);
 BRISK_INTERNAL void process_init(void);
 /* malloc when the inline path cannot serve: a first call on this thread,
- * a size above DIRECT_MAX, or an exhausted page. */
-BRISK_INTERNAL void *malloc_slow(size_t size) BRISK_NOINLINE;
+ * a size above DIRECT_MAX, or an exhausted page. h: the calling thread's
+ * heap as the inline path read it (brisk_tls_heap). */
+BRISK_INTERNAL void *malloc_slow(size_t size, heap_t *h) BRISK_NOINLINE;
 
 #endif
