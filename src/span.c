@@ -169,6 +169,14 @@ static void span_cache_drop(segment_set_t *set, page_t *span) {
   slices_release_locked(set, seg, slice_bits(span_first_slice(seg, span), span->slice_count));
 }
 
+/* A large block's span as the cache keeps it: its descriptor marked not in
+ * use, its slices left pointing at it. */
+static void span_keep_large(page_t *span) {
+  span->flags &= (uint8_t)~PAGE_IN_USE;
+  span->reserved = 0;
+  span->capacity = 0;
+}
+
 static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
   if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
       set->cached_slices + n > SPAN_CACHE_SLICES)
@@ -200,13 +208,13 @@ static page_t *span_cache_remove(segment_set_t *set, size_t n, uint32_t i) {
   return span;
 }
 
+static void segment_deadline(segment_set_t *set, segment_t *seg);
+
 /* The newest cached span of `slices` slices whose first slice is a
  * multiple of align, ready for use (its memory is not fresh); NULL if none.
  * large: for a large block, which takes a large block's kept descriptor
  * as it is (the caller sets again what a block's life changes: the counts,
  * reserved, capacity); any other use starts from a clean descriptor. */
-static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_thread);
-
 static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align, bool large) {
   if (slices > SPAN_CACHE_SPAN_MAX) return NULL;
   page_t **stack = set->cached[slices - 1];
@@ -246,7 +254,7 @@ page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size) {
        * block has lived a whole delay (span_large_resize) */
       segment_t *seg = segment_of_page(span);
       seg->tails_later |= (uint64_t)1 << span_first_slice(seg, span);
-      if (seg->purge_at_ms == 0) segment_deadline(set, seg, false);
+      segment_deadline(set, seg);
     }
   }
   lock_release(&set->lock);
@@ -267,9 +275,7 @@ bool span_cache_put_large(segment_set_t *set, page_t *span) {
     uint64_t head = ~((uint64_t)1 << span_first_slice(seg, span));
     seg->tails &= head;
     seg->tails_later &= head;
-    span->flags &= (uint8_t)~PAGE_IN_USE;
-    span->reserved = 0;
-    span->capacity = 0;
+    span_keep_large(span);
     kept = true;
   }
   lock_release(&set->lock);
@@ -406,10 +412,7 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   seg->tails_later &= ~bits;
   bool large = (span->flags & PAGE_LARGE) != 0;
   if (may_cache && large && span_cache_put(set, span, n)) {
-    /* kept whole: its slices still point at it (see the span cache) */
-    span->flags &= (uint8_t)~PAGE_IN_USE;
-    span->reserved = 0;
-    span->capacity = 0;
+    span_keep_large(span); /* its slices still point at it (the span cache) */
     return;
   }
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
@@ -483,12 +486,12 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
 }
 
 /* A deadline for seg (under the lock), if it has none. */
-static void segment_deadline(segment_set_t *set, segment_t *seg, bool worth_a_thread) {
-  if (seg->purge_at_ms == 0) {
-    seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
-    set_deadline_lower(set, seg->purge_at_ms);
-  }
-  background_schedule(seg->purge_at_ms, worth_a_thread);
+static void segment_deadline(segment_set_t *set, segment_t *seg) {
+  /* A pending deadline was scheduled when it was set */
+  if (seg->purge_at_ms != 0) return;
+  seg->purge_at_ms = os_now_ms() + options_purge_delay_ms();
+  set_deadline_lower(set, seg->purge_at_ms);
+  background_schedule(seg->purge_at_ms, false);
 }
 
 static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
@@ -500,7 +503,7 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
   } else if (tail) {
     seg->tails_later |= bit;
-    segment_deadline(set, seg, false);
+    segment_deadline(set, seg);
   } else {
     seg->tails &= ~bit;
     seg->tails_later &= ~bit;
