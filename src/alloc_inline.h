@@ -13,7 +13,6 @@
 #ifndef BRISK_ALLOC_INLINE_H
 #define BRISK_ALLOC_INLINE_H
 
-#include "alloc.h"
 #include "atomics.h"
 #include "free.h"
 #include "hardened.h"
