@@ -343,24 +343,26 @@ void heap_orphan_others(uintptr_t tid) {
 /* ---------------------------------------------------------------------------
  * Allocation beyond the inline path.
  * ------------------------------------------------------------------------- */
+/* The span of a new large block of `size` bytes: a span the cache kept
+ * for a block of its size, else one cut for it (span.h). */
+static page_t *large_span(heap_t *h, size_t slices, size_t align_slices, size_t size, bool sampled) {
+  /* A sample of a quarter slice or less leaves most of its span untouched:
+   * a light span (span.h) */
+  if (sampled) return span_alloc(&h->segments, slices, align_slices, size <= SLICE_SIZE / 4);
+  page_t *pg = NULL;
+  if (align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX) pg = span_cache_take_large(&h->segments, slices, size);
+  return pg != NULL ? pg : span_alloc_large(&h->segments, slices, align_slices, size);
+}
+
 static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled) {
   /* Large blocks freed by other threads come back through the inbox. */
   heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
-  /* A sample of a quarter slice or less leaves most of its span untouched:
-   * a light span (span.h) */
-  bool light = sampled && size <= SLICE_SIZE / 4;
-  page_t *pg = NULL;
-  if (!sampled && align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX)
-    pg = span_cache_take_large(&h->segments, slices, size);
-  if (pg == NULL)
-    pg = sampled ? span_alloc(&h->segments, slices, align_slices, light)
-                 : span_alloc_large(&h->segments, slices, align_slices, size);
+  page_t *pg = large_span(h, slices, align_slices, size, sampled);
   if (pg == NULL) {
     heap_collect(h, true);
-    pg = sampled ? span_alloc(&h->segments, slices, align_slices, light)
-                 : span_alloc_large(&h->segments, slices, align_slices, size);
+    pg = large_span(h, slices, align_slices, size, sampled);
     if (pg == NULL) return NULL;
   }
   if (BRISK_HARDENED) guard_span_tail(pg);
