@@ -197,18 +197,40 @@ static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
   return true;
 }
 
-/* Entry i of the stack of n-slice spans leaves the cache. */
-static page_t *span_cache_remove(segment_set_t *set, size_t n, uint32_t i) {
-  page_t **stack = set->cached[n - 1];
-  page_t *span = stack[i];
-  uint32_t top = --set->cached_n[n - 1];
-  for (; i < top; i++) stack[i] = stack[i + 1];
+/* The top of the stack of n-slice spans (not empty) leaves the cache. */
+static page_t *span_cache_pop(segment_set_t *set, size_t n) {
+  uint32_t top = set->cached_n[n - 1] - 1u;
+  page_t *span = set->cached[n - 1][top]; /* read before the byte stores, which may alias it */
+  set->cached_n[n - 1] = (uint8_t)top;
   set->cached_count--;
   set->cached_slices -= (uint32_t)n;
   return span;
 }
 
+/* Entry i of the stack of n-slice spans leaves the cache. */
+static page_t *span_cache_remove(segment_set_t *set, size_t n, uint32_t i) {
+  page_t **stack = set->cached[n - 1];
+  page_t *span = stack[i];
+  for (uint32_t top = set->cached_n[n - 1] - 1u; i < top; i++) stack[i] = stack[i + 1];
+  stack[set->cached_n[n - 1] - 1u] = span;
+  return span_cache_pop(set, n);
+}
+
 static void segment_deadline(segment_set_t *set, segment_t *seg);
+
+/* A large block's span holds a tail worth purging: resident memory (not
+ * fresh) past the block's end, at least LARGE_TAIL_PURGE_MIN of it. */
+BRISK_INLINE bool large_has_tail(const page_t *span) {
+  return !(span->flags & PAGE_ZERO) && span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN;
+}
+
+/* The tail is purged once its block has lived a whole delay: at the
+ * segment's deadline after next (segment_take_due). */
+BRISK_INLINE void large_tail_later(segment_set_t *set, page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  seg->tails_later |= (uint64_t)1 << span_first_slice(seg, span);
+  segment_deadline(set, seg);
+}
 
 /* The newest cached span of `slices` slices whose first slice is a
  * multiple of align, ready for use (its memory is not fresh); NULL if none.
@@ -243,19 +265,12 @@ page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size) {
   lock_acquire(&set->lock);
   uint32_t k = set->cached_n[slices - 1];
   if (k != 0 && (set->cached[slices - 1][k - 1]->flags & PAGE_LARGE)) {
-    span = set->cached[slices - 1][k - 1];
-    set->cached_n[slices - 1] = (uint8_t)(k - 1);
-    set->cached_count--;
-    set->cached_slices -= (uint32_t)slices;
+    span = span_cache_pop(set, slices);
     span->flags = PAGE_IN_USE | PAGE_LARGE;
     span->block_size = (uint32_t)large_usable(span, size);
-    if (span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN) {
-      /* What an earlier block wrote past this one's end: purged once this
-       * block has lived a whole delay (span_large_resize) */
-      segment_t *seg = segment_of_page(span);
-      seg->tails_later |= (uint64_t)1 << span_first_slice(seg, span);
-      segment_deadline(set, seg);
-    }
+    /* not fresh: what an earlier block wrote past this one's end may be
+     * resident (no delay of 0 here: then nothing is cached) */
+    if (large_has_tail(span)) large_tail_later(set, span);
   }
   lock_release(&set->lock);
   return span;
@@ -498,12 +513,11 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   segment_t *seg = segment_of_page(span);
   uint64_t bit = (uint64_t)1 << (span - seg->pages);
   span->block_size = (uint32_t)large_usable(span, size);
-  bool tail = !(span->flags & PAGE_ZERO) && span->span_bytes >= span->block_size + LARGE_TAIL_PURGE_MIN;
+  bool tail = large_has_tail(span);
   if (tail && options_purge_delay_ms() == 0) { /* at once */
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
   } else if (tail) {
-    seg->tails_later |= bit;
-    segment_deadline(set, seg);
+    large_tail_later(set, span);
   } else {
     seg->tails &= ~bit;
     seg->tails_later &= ~bit;
