@@ -169,6 +169,12 @@ static void span_cache_drop(segment_set_t *set, page_t *span) {
   slices_release_locked(set, seg, slice_bits(span_first_slice(seg, span), span->slice_count));
 }
 
+static void span_cache_push(segment_set_t *set, page_t *span, size_t n) {
+  set->cached[n - 1][set->cached_n[n - 1]++] = span;
+  set->cached_count++;
+  set->cached_slices += (uint32_t)n;
+}
+
 /* A large block's span as the cache keeps it: its descriptor marked not in
  * use, its slices left pointing at it. */
 static void span_keep_large(page_t *span) {
@@ -183,9 +189,7 @@ static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
     return false;
   uint64_t delay = options_purge_delay_ms();
   if (delay == 0) return false; /* at once: nothing is kept */
-  set->cached[n - 1][set->cached_n[n - 1]++] = span;
-  set->cached_count++;
-  set->cached_slices += (uint32_t)n;
+  span_cache_push(set, span, n);
   if (set->cache_at_ms == 0) {
     set->cache_at_ms = os_now_ms() + delay;
     set_deadline_lower(set, set->cache_at_ms);
@@ -283,9 +287,7 @@ bool span_cache_put_large(segment_set_t *set, page_t *span) {
   uint32_t slices = set->cached_slices + (uint32_t)n;
   if (!BRISK_HARDENED && set->cache_at_ms != 0 && set->cached_n[n - 1] < SPAN_CACHE_DEPTH &&
       slices <= SPAN_CACHE_SLICES && (slices < PURGE_WORTH_A_THREAD || set->cached_slices >= PURGE_WORTH_A_THREAD)) {
-    set->cached[n - 1][set->cached_n[n - 1]++] = span;
-    set->cached_count++;
-    set->cached_slices = slices;
+    span_cache_push(set, span, n);
     segment_t *seg = segment_of_page(span);
     uint64_t head = ~((uint64_t)1 << span_first_slice(seg, span));
     seg->tails &= head;
