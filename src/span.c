@@ -325,7 +325,7 @@ static void span_cache_forget(segment_set_t *set) {
 
 static void span_cache_flush_locked(segment_set_t *set) {
   for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
-    while (set->cached_n[n - 1] > 0) span_cache_drop(set, span_cache_remove(set, n, set->cached_n[n - 1] - 1));
+    while (set->cached_n[n - 1] > 0) span_cache_drop(set, span_cache_pop(set, n));
   }
   set->cache_at_ms = 0;
 }
@@ -513,7 +513,7 @@ static void segment_deadline(segment_set_t *set, segment_t *seg) {
 
 static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   segment_t *seg = segment_of_page(span);
-  uint64_t bit = (uint64_t)1 << (span - seg->pages);
+  uint64_t bit = (uint64_t)1 << span_first_slice(seg, span);
   span->block_size = (uint32_t)large_usable(span, size);
   bool tail = large_has_tail(span);
   if (tail && options_purge_delay_ms() == 0) { /* at once */
