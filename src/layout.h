@@ -161,6 +161,8 @@ typedef struct segment_s {
   size_t tail_bytes;
   uint64_t tail_since_ms;
   uint32_t trimming;                  /* its tail is being trimmed: free waits */
+  uint32_t dir_slot;                  /* in its heap's set: its entry in the set's
+                                         directory (span.h, segment_dir_t) */
   struct segment_s *tail_next;
   struct segment_s *tail_prev;
   _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];

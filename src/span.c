@@ -24,8 +24,66 @@
  * in the span cache) make it worth starting the background thread. */
 #define PURGE_WORTH_A_THREAD 16
 
-/* Full segments go last, so that the search for free slices stops at the
- * first full one. */
+/* ---------------------------------------------------------------------------
+ * The set's directory (span.h, segment_dir_t): entry seg->dir_slot holds
+ * seg's free, dirty and light masks. Every function here that changes
+ * them while seg is in the set calls dir_sync before it lets the lock go;
+ * span_find reads only the directory until it has chosen a segment.
+ * ------------------------------------------------------------------------- */
+static void dir_sync(segment_set_t *set, segment_t *seg) {
+  segment_dir_t *e = &set->dir[seg->dir_slot];
+  e->free_slices = seg->free_slices;
+  e->dirty_slices = seg->dirty_slices;
+  e->light_slices = seg->light_slices;
+}
+
+/* Room for one more entry; false when the OS has no memory. The old array
+ * is unmapped under the lock: this happens once per doubling. */
+static bool dir_reserve(segment_set_t *set) {
+  if (set->count < set->dir_cap) return true;
+  size_t cap = set->dir_cap ? set->dir_cap * 2 : OS_PAGE_BYTES / sizeof(segment_dir_t);
+  void *p;
+  if (os_map_aligned(cap * sizeof(segment_dir_t), OS_PAGE_BYTES, &p) != 0) return false;
+  if (set->dir != NULL) {
+    memcpy(p, set->dir, set->count * sizeof(segment_dir_t));
+    os_unmap(set->dir, set->dir_cap * sizeof(segment_dir_t));
+  }
+  set->dir = (segment_dir_t *)p;
+  set->dir_cap = cap;
+  return true;
+}
+
+static void dir_add(segment_set_t *set, segment_t *seg) {
+  seg->dir_slot = (uint32_t)set->count;
+  set->dir[set->count].seg = seg;
+  set->count++;
+  dir_sync(set, seg);
+}
+
+/* The last entry fills the gap. */
+static void dir_remove(segment_set_t *set, segment_t *seg) {
+  size_t last = --set->count;
+  if (seg->dir_slot != last) {
+    set->dir[seg->dir_slot] = set->dir[last];
+    set->dir[seg->dir_slot].seg->dir_slot = seg->dir_slot;
+  }
+}
+
+/* Debug builds: the directory says what the segments say. */
+static void dir_check(const segment_set_t *set) {
+  if (BRISK_DEBUG_LEVEL < 2) return;
+  size_t n = 0;
+  for (const segment_t *seg = set->segs.first; seg; seg = seg->next, n++) {
+    const segment_dir_t *e = &set->dir[seg->dir_slot];
+    brisk_assert_internal(seg->dir_slot < set->count && e->seg == seg);
+    brisk_assert_internal(e->free_slices == seg->free_slices && e->dirty_slices == seg->dirty_slices &&
+                          e->light_slices == seg->light_slices);
+  }
+  brisk_assert_internal(n == set->count);
+}
+
+/* Full segments go last, so that the walks over the set (the purge) find
+ * the segments with free slices first. */
 static void set_note_full(segment_set_t *set, segment_t *seg) {
   if (seg->free_slices == 0 && seg->next) {
     LIST_REMOVE(&set->segs, seg, next, prev);
@@ -37,7 +95,7 @@ static void set_note_full(segment_set_t *set, segment_t *seg) {
 static bool set_note_free(segment_set_t *set, segment_t *seg) {
   if (seg->free_slices != ALL_PAGE_SLICES) return false;
   LIST_REMOVE(&set->segs, seg, next, prev);
-  set->count--;
+  dir_remove(set, seg);
   pool_put(seg, false);
   return true;
 }
@@ -45,6 +103,7 @@ static bool set_note_free(segment_set_t *set, segment_t *seg) {
 static void set_deadline_lower(segment_set_t *set, uint64_t at);
 
 static segment_t *set_add_segment(segment_set_t *set) {
+  if (!dir_reserve(set)) return NULL;
   segment_t *seg = pool_take(!set->fresh_only);
   if (seg == NULL) seg = segment_map();
   if (seg == NULL) return NULL;
@@ -52,7 +111,7 @@ static segment_t *set_add_segment(segment_set_t *set) {
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   LIST_PUSH_FRONT(&set->segs, seg, next, prev);
-  set->count++;
+  dir_add(set, seg);
   uint64_t waiting = seg->free_slices & seg->dirty_slices;
   if (waiting) {
     /* From the pool, not yet purged: its resident slices keep the deadline
@@ -344,18 +403,24 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
 /* Which free slices a search takes (span_find). */
 enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
 
-/* The first run of `slices` free slices of the kind asked, in the set's
- * segment order, lowest address first, carved; NULL if none. Inlined with
- * a constant kind, each search is one mask per segment. */
+/* The first run of `slices` free slices of the kind asked, newest segment
+ * first (the last in the directory), lowest address first, carved; NULL
+ * if none. Inlined with a constant kind, each search is one mask per
+ * directory entry: no segment header is read until one is chosen. */
 BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample) {
-  for (segment_t *seg = set->segs.first; seg && seg->free_slices; seg = seg->next) {
-    uint64_t mask = seg->free_slices, dirty = seg->dirty_slices;
-    if (kind == FIND_RESIDENT) mask &= dirty & ~seg->light_slices;
-    else if (kind == FIND_LIGHT) mask &= dirty & seg->light_slices;
+  dir_check(set);
+  for (size_t i = set->count; i-- > 0;) {
+    const segment_dir_t *e = &set->dir[i];
+    uint64_t mask = e->free_slices, dirty = e->dirty_slices;
+    if (kind == FIND_RESIDENT) mask &= dirty & ~e->light_slices;
+    else if (kind == FIND_LIGHT) mask &= dirty & e->light_slices;
     else if (kind == FIND_CLEAN) mask &= ~dirty;
+    if (mask == 0) continue;
     int first = find_run(mask, slices, align_slices);
     if (first < 0) continue;
+    segment_t *seg = e->seg;
     page_t *span = span_carve(seg, (size_t)first, slices, sample);
+    dir_sync(set, seg);
     set_note_full(set, seg);
     return span;
   }
@@ -368,7 +433,9 @@ static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t 
   if (seg == NULL) return NULL;
   int first = find_run(seg->free_slices, slices, align_slices);
   if (first < 0) return NULL;
-  return span_carve(seg, (size_t)first, slices, sample);
+  page_t *span = span_carve(seg, (size_t)first, slices, sample);
+  dir_sync(set, seg);
+  return span;
 }
 
 /* An ordinary span: the span cache, then resident free slices (no page
@@ -452,8 +519,10 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
   if (delay == 0) { /* at once */
     segment_purge_slices(seg, bits);
     seg->dirty_slices &= ~bits;
+    dir_sync(set, seg);
     return;
   }
+  dir_sync(set, seg);
   /* Slices wait between one and two delays: those freed while a deadline
    * is pending join the next round, so a slice freed just before the
    * deadline is not purged (and re-faulted) at once. */
@@ -493,6 +562,7 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
   if ((seg->free_slices & extra) != extra && set->cached_count) span_cache_release_in(set, seg, extra);
   if ((seg->free_slices & extra) != extra) return false;
   slices_take(seg, extra);
+  dir_sync(set, seg);
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
   if (BRISK_HARDENED) guard_lift(seg, slice_bits(first, slices - 1)); /* guards move to the new end */
   span->slice_count = (uint8_t)slices;
@@ -594,6 +664,7 @@ void segment_set_purge(segment_set_t *set, bool force) {
       uint64_t next = set->cache_at_ms;
       for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
         segment_purge_slices(seg, segment_take_due(seg, now, force));
+        dir_sync(set, seg);
         next = earlier(next, seg->purge_at_ms);
       }
       field_store_relaxed(&set->next_purge_ms, next);
@@ -614,8 +685,10 @@ typedef struct {
 
 /* Under the set's lock: take `mask` out of the segment's free slices (the
  * owner cannot carve them while they are purged without the lock). */
-static void purge_claim(segment_t *seg, uint64_t mask, purge_claim_t *claims, size_t *n) {
+static void purge_claim(segment_set_t *set, segment_t *seg, uint64_t mask, purge_claim_t *claims,
+                        size_t *n) {
   seg->free_slices &= ~mask;
+  dir_sync(set, seg);
   seg->purging |= mask;
   claims[(*n)++] = (purge_claim_t){seg, mask};
 }
@@ -631,6 +704,7 @@ static void purge_claimed(segment_set_t *set, const purge_claim_t *claims, size_
     segment_t *seg = claims[i].seg;
     seg->purging &= ~claims[i].mask;
     seg->free_slices |= claims[i].mask;
+    dir_sync(set, seg);
     set_note_free(set, seg);
   }
   lock_release(&set->lock);
@@ -653,7 +727,7 @@ uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
     for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
       if (n < PURGE_CLAIMS_PER_PASS) {
         uint64_t mask = segment_take_due(seg, now, false);
-        if (mask) purge_claim(seg, mask, claims, &n);
+        if (mask) purge_claim(set, seg, mask, claims, &n);
       }
       next = earlier(next, seg->purge_at_ms);
     }
@@ -756,7 +830,7 @@ uint64_t segment_set_purge_forced(segment_set_t *set) {
         seg->purge_slices &= ~mask;
         seg->purge_later &= ~mask;
         if ((seg->purge_slices | seg->purge_later) == 0) seg->purge_at_ms = 0;
-        purge_claim(seg, mask, claims, &n);
+        purge_claim(set, seg, mask, claims, &n);
       }
       next = earlier(next, seg->purge_at_ms);
     }

@@ -11,8 +11,20 @@
 
 struct heap_s;
 
-/* The segments of one heap. `lock` guards segs, count, next_purge_ms and
- * the slice masks of those segments: the owner takes it in every function
+/* A segment's slice masks as its set's search reads them: a copy, kept
+ * equal to the segment's own under the set's lock (span.c, dir_sync).
+ * Side by side in one array, a search for free slices reads a few cache
+ * lines, where reading each segment's header line costs a cache and a TLB
+ * miss per segment (each lies in a page of its own). */
+typedef struct segment_dir_s {
+  uint64_t free_slices;
+  uint64_t dirty_slices;
+  uint64_t light_slices;
+  segment_t *seg;
+} segment_dir_t;
+
+/* The segments of one heap. `lock` guards segs, count, dir, next_purge_ms
+ * and the slice masks of those segments: the owner takes it in every function
  * below, the background purger to purge the free slices of a heap whose
  * owner does not come by (segment_set_purge_idle). Nothing else waits on
  * it: the purger only tries it, and holds it for bookkeeping; the one
@@ -23,6 +35,10 @@ typedef struct segment_set_s {
   segment_list_t segs;    /* segments with free slices come before full ones */
   segment_list_t huge;    /* huge blocks owned by the set (first-class heaps; owner only) */
   size_t count;
+  segment_dir_t *dir;     /* count entries, one per segment of segs (in the
+                             order they joined, but for removals, which move
+                             the last entry into the gap) */
+  size_t dir_cap;         /* entries mapped; the array grows, never shrinks */
   uint64_t next_purge_ms; /* 0: nothing waits; written under the lock, read by the
                              owner without it (relaxed accesses) */
   uintptr_t owner_tid;
