@@ -113,6 +113,10 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define SPAN_CACHE_SPAN_MAX 8
 #define SPAN_CACHE_SLICES 32
 
+/* Entries of a heap's segment directory (span.h) kept in the heap itself:
+ * 8 segments (32 MiB) before it needs a mapping of its own. */
+#define SET_DIR_INLINE 8
+
 /* The background purger tries a heap again this many ms later when its
  * owner held the heap's lock (more than the purger's slack, so that the
  * retry is a new round after a sleep, not the next one at once). */

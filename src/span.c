@@ -37,17 +37,21 @@ static void dir_sync(segment_set_t *set, segment_t *seg) {
   e->light_slices = seg->light_slices;
 }
 
-/* Room for one more entry; false when the OS has no memory. The old array
- * is unmapped under the lock: this happens once per doubling. */
+/* Room for one more entry; false when the OS has no memory. The first
+ * SET_DIR_INLINE entries are in the set itself (most threads' heaps never
+ * need more: no system call); then a mapping, twice as large at each
+ * growth, the old one unmapped under the lock. */
 static bool dir_reserve(segment_set_t *set) {
+  if (set->dir == NULL) {
+    set->dir = set->dir_inline;
+    set->dir_cap = SET_DIR_INLINE;
+  }
   if (set->count < set->dir_cap) return true;
-  size_t cap = set->dir_cap ? set->dir_cap * 2 : OS_PAGE_BYTES / sizeof(segment_dir_t);
+  size_t cap = set->dir == set->dir_inline ? OS_PAGE_BYTES / sizeof(segment_dir_t) : set->dir_cap * 2;
   void *p;
   if (os_map_aligned(cap * sizeof(segment_dir_t), OS_PAGE_BYTES, &p) != 0) return false;
-  if (set->dir != NULL) {
-    memcpy(p, set->dir, set->count * sizeof(segment_dir_t));
-    os_unmap(set->dir, set->dir_cap * sizeof(segment_dir_t));
-  }
+  memcpy(p, set->dir, set->count * sizeof(segment_dir_t));
+  if (set->dir != set->dir_inline) os_unmap(set->dir, set->dir_cap * sizeof(segment_dir_t));
   set->dir = (segment_dir_t *)p;
   set->dir_cap = cap;
   return true;

@@ -37,8 +37,9 @@ typedef struct segment_set_s {
   size_t count;
   segment_dir_t *dir;     /* count entries, one per segment of segs (in the
                              order they joined, but for removals, which move
-                             the last entry into the gap) */
-  size_t dir_cap;         /* entries mapped; the array grows, never shrinks */
+                             the last entry into the gap): dir_inline, or
+                             once more segments joined, a mapping of its own */
+  size_t dir_cap;         /* entries there; the array grows, never shrinks */
   uint64_t next_purge_ms; /* 0: nothing waits; written under the lock, read by the
                              owner without it (relaxed accesses) */
   uintptr_t owner_tid;
@@ -54,6 +55,7 @@ typedef struct segment_set_s {
   uint64_t cache_at_ms;   /* when they go back to their segments; 0: no deadline */
   uint8_t cached_n[SPAN_CACHE_SPAN_MAX];
   page_t *cached[SPAN_CACHE_SPAN_MAX][SPAN_CACHE_DEPTH];
+  segment_dir_t dir_inline[SET_DIR_INLINE];
 } segment_set_t;
 
 /* A span of `slices` slices whose first slice index is a multiple of

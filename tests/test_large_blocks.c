@@ -297,6 +297,61 @@ static void huge_pages(void) {
   free(small);
 }
 
+/* One thread's heap over 200 segments (three blocks of 1 MiB + 64 KiB in
+ * each), past the segment directory kept in the heap (8 entries) and past
+ * its first mapping (128): every block is its own (no two overlap) and
+ * keeps its pattern through frees in scattered order and a second round
+ * of allocations that refill the gaps. (The debug build also checks the
+ * directory against every segment at each search.) */
+enum { MANY = 600 };
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+  return x < y ? -1 : x > y;
+}
+static void many_check(unsigned char **p, size_t n, size_t size, const char *when) {
+  for (size_t i = 0; i < n; i++) {
+    if (p[i] == NULL) continue;
+    CHECK(p[i][0] == (unsigned char)i && p[i][size - 1] == (unsigned char)~i, "many segments, %s: block %zu lost its pattern", when, i);
+  }
+  unsigned char **sorted = malloc(n * sizeof *sorted);
+  memcpy(sorted, p, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, cmp_ptr);
+  for (size_t i = 1; i < n; i++)
+    if (sorted[i - 1] != NULL) CHECK(sorted[i - 1] + size <= sorted[i], "many segments, %s: two blocks overlap", when);
+  free(sorted);
+}
+static void many_segments(void) {
+  const size_t size = (1u << 20) + 65536;
+  unsigned char **p = calloc(MANY, sizeof *p);
+  for (size_t i = 0; i < MANY; i++) {
+    p[i] = malloc(size);
+    CHECK(p[i] != NULL, "many segments: malloc %zu failed", i);
+    if (p[i] == NULL) return;
+    p[i][0] = (unsigned char)i;
+    p[i][size - 1] = (unsigned char)~i;
+  }
+  char stats[4096];
+  brisk_thread_stats_json(stats, sizeof stats);
+  const char *at = strstr(stats, "\"segments\":");
+  long segments = at ? strtol(at + 11, NULL, 10) : -1;
+  CHECK(segments >= MANY / 3, "many segments: %ld segments for %d blocks of 1 MiB + 64 KiB (%s)", segments, MANY, stats);
+  many_check(p, MANY, size, "all allocated");
+  for (size_t i = 0; i < MANY; i += 2) free(p[i]), p[i] = NULL;       /* scattered gaps */
+  for (size_t i = MANY - 1; i >= MANY / 2; i -= 4) free(p[i]), p[i] = NULL; /* whole segments empty */
+  many_check(p, MANY, size, "after the frees");
+  for (size_t i = 0; i < MANY; i++) {
+    if (p[i] != NULL) continue;
+    p[i] = malloc(size);
+    CHECK(p[i] != NULL, "many segments: malloc %zu again failed", i);
+    if (p[i] == NULL) return;
+    p[i][0] = (unsigned char)i;
+    p[i][size - 1] = (unsigned char)~i;
+  }
+  many_check(p, MANY, size, "refilled");
+  for (size_t i = 0; i < MANY; i++) free(p[i]);
+  free(p);
+}
+
 int main(void) {
   char stats[4096];
   brisk_stats_json(stats, sizeof stats);
@@ -312,12 +367,13 @@ int main(void) {
   span_cache();
   pool_reuse_purged();
   huge_pages();
+  many_segments();
   CHECK(brisk_errors_reported() == 1, "brisk reported %d bad inputs, not the 1 made", (int)brisk_errors_reported());
   if (failures) {
     printf("test_large_blocks: %d failures\n", failures);
     return 1;
   }
   printf("test_large_blocks: fresh medium blocks untouched, usable sizes, growth in place, tail purge, span cache, "
-         "pool reuse and huge-page advice as documented\n");
+         "pool reuse, huge-page advice and a heap of 200 segments as documented\n");
   return 0;
 }
