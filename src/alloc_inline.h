@@ -40,9 +40,12 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
   page_t *pg = page_of(seg, a);
   block_t *b = (block_t *)p;
   uint64_t idx = page_block_index(pg, a - (uintptr_t)pg->start);
+  if (BRISK_UNLIKELY(atomic_load_relaxed(&seg->owner_tid) != os_thread_id())) {
+    free_other(p, seg, pg, idx, fn); /* most often another thread's block */
+    return;
+  }
   /* Local, at the start of a block handed out, and not (probably) free. */
-  if (BRISK_LIKELY(atomic_load_relaxed(&seg->owner_tid) == os_thread_id() &&
-                   idx < pg->reserved && !block_looks_free(b))) {
+  if (BRISK_LIKELY(idx < pg->reserved && !block_looks_free(b))) {
     free_local(pg, b);
     return;
   }

@@ -171,6 +171,18 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
 
 static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn);
 
+void free_other(void *p, segment_t *seg, page_t *pg, uint64_t idx, brisk_fn_t fn) {
+  /* A block start (the fast path's exact index below the page's capacity:
+   * a pointer above the registry's space never has one, its offset from
+   * any page is at least 2^47) in an ordinary segment: nothing of
+   * free_slow's entry to do again. */
+  if (BRISK_LIKELY(idx < pg->capacity && seg->kind == SEGMENT_NORMAL)) {
+    free_remote(seg, pg, (block_t *)p, fn);
+    return;
+  }
+  free_slow(p, seg, idx, fn);
+}
+
 void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
   /* The fast path's wrapped lookup names some segment even for a pointer

@@ -22,6 +22,9 @@ BRISK_INTERNAL const char *fn_name(brisk_fn_t fn);
 /* p failed one of the inline free checks; seg is its registry entry and
  * idx the fast path's block index in the page that entry gives. */
 BRISK_INTERNAL void free_slow(void *p, segment_t *seg, uint64_t idx, brisk_fn_t fn) BRISK_NOINLINE;
+/* The same for a p whose segment the calling thread does not own (seg's
+ * owner id is not its own): pg is page_of(seg, p). */
+BRISK_INTERNAL void free_other(void *p, segment_t *seg, page_t *pg, uint64_t idx, brisk_fn_t fn) BRISK_NOINLINE;
 /* p is not in the registry (NULL included). */
 BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;
 
