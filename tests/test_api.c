@@ -598,6 +598,23 @@ static void test_realloc(void) {
   static size_t lad[2000];
   size_t nl = build_ladder(lad, 1900);
   realloc_walk(realloc, "realloc", lad, nl, +1);
+  /* A block above 4 KiB that outgrows itself gets at least a quarter more
+   * (config.h, REALLOC_GROW_STEP): appended to byte by byte, it moves
+   * about three times per doubling. */
+  {
+    char *g = malloc(5000);
+    size_t u = brisk_usable_size(g);
+    while (g != NULL && u < 65536) {
+      char *t = realloc(g, u + 1);
+      CHECK(t != NULL, "realloc(%zu + 1) failed", u);
+      if (t == NULL) break;
+      size_t nu = brisk_usable_size(t);
+      CHECK(nu >= u + u / 4, "realloc(%zu + 1): usable %zu, less than a quarter more", u, nu);
+      g = t;
+      u = nu;
+    }
+    free(g);
+  }
   realloc_walk(realloc, "realloc", lad, nl, -1);
   realloc_walk(brisk_realloc, "brisk_realloc", lad, nl, +1);
   realloc_walk(brisk_realloc, "brisk_realloc", lad, nl, -1);
