@@ -747,12 +747,16 @@ void segment_set_release_all(segment_set_t *set) {
   span_cache_forget(set); /* their segments go whole */
   while ((seg = set->segs.first) != NULL) {
     if (seg->purging) { /* the purger gives them back under the lock */
+      dir_check(set);
       lock_release(&set->lock);
       os_yield();
       lock_acquire(&set->lock);
       continue;
     }
+    /* Out of the directory too before the lock is next let go: a purger
+     * that gives slices back there (purge_claimed) may move an entry. */
     LIST_REMOVE(&set->segs, seg, next, prev);
+    dir_remove(set, seg);
     for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) {
       if (seg->pages[i].span == &seg->pages[i]) {
         page_desc_clear(&seg->pages[i]);
@@ -765,7 +769,7 @@ void segment_set_release_all(segment_set_t *set) {
     seg->destroyed = 1;
     pool_put(seg, true);
   }
-  set->count = 0;
+  brisk_assert(set->count == 0);
   field_store_relaxed(&set->next_purge_ms, 0);
   lock_release(&set->lock);
   while ((seg = set->huge.first) != NULL) {
