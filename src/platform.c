@@ -108,7 +108,12 @@ int os_purge(void *p, size_t size) {
  * new one); shrinking needs no care. */
 #if defined(__SANITIZE_THREAD__)
 #define REMAP_GROWS 0
-#else
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define REMAP_GROWS 0
+#endif
+#endif
+#ifndef REMAP_GROWS
 #define REMAP_GROWS 1
 #endif
 
