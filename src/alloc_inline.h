@@ -49,7 +49,7 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
     free_local(pg, b);
     return;
   }
-  free_slow(p, seg, idx, fn);
+  free_slow(p, seg, fn);
 }
 
 /* Bytes usable at p: for the start of a block of a class page or a large

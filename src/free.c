@@ -151,7 +151,7 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
 }
 
 /* A block of another thread's heap, checked to be a block start. Inlined
- * into free_slow's first branch: with the fast path's checks, this is the
+ * into free_other: with the fast path's checks, this is the
  * whole cost of a free that crosses threads, apart from the owner's drain.
  * Every uncommon case is one call in tail position, so that the common one
  * saves no registers. */
@@ -174,32 +174,18 @@ static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_
 void free_other(void *p, segment_t *seg, page_t *pg, uint64_t idx, brisk_fn_t fn) {
   /* A block start (the fast path's exact index below the page's capacity:
    * a pointer above the registry's space never has one, its offset from
-   * any page is at least 2^47) in an ordinary segment: nothing of
-   * free_slow's entry to do again. */
+   * any page is at least 2^47) in an ordinary segment. */
   if (BRISK_LIKELY(idx < pg->capacity && seg->kind == SEGMENT_NORMAL)) {
     free_remote(seg, pg, (block_t *)p, fn);
     return;
   }
-  free_slow(p, seg, idx, fn);
+  free_slow(p, seg, fn);
 }
 
-void free_slow(void *p, segment_t *seg_found, uint64_t idx, brisk_fn_t fn) {
-  uintptr_t a = (uintptr_t)p;
+void free_slow(void *p, segment_t *seg_found, brisk_fn_t fn) {
   /* The fast path's wrapped lookup names some segment even for a pointer
    * above the covered address space; such a pointer is nobody's block. */
-  if (a >> BRISK_ADDRESS_BITS) {
-    seg_found = NULL;
-  } else {
-    /* The common case here: a block start (the exact index, as on the fast
-     * path; freed spans map to the dead page, whose capacity is 0) in an
-     * ordinary segment of another thread. */
-    page_t *pg = page_of(seg_found, a);
-    if (BRISK_LIKELY(idx < pg->capacity && seg_found->kind == SEGMENT_NORMAL &&
-                     atomic_load_relaxed(&seg_found->owner_tid) != os_thread_id())) {
-      free_remote(seg_found, pg, (block_t *)p, fn);
-      return;
-    }
-  }
+  if ((uintptr_t)p >> BRISK_ADDRESS_BITS) seg_found = NULL;
   free_checked(p, seg_found, fn);
 }
 

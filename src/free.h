@@ -19,11 +19,12 @@ typedef enum brisk_fn {
 
 BRISK_INTERNAL const char *fn_name(brisk_fn_t fn);
 
-/* p failed one of the inline free checks; seg is its registry entry and
- * idx the fast path's block index in the page that entry gives. */
-BRISK_INTERNAL void free_slow(void *p, segment_t *seg, uint64_t idx, brisk_fn_t fn) BRISK_NOINLINE;
-/* The same for a p whose segment the calling thread does not own (seg's
- * owner id is not its own): pg is page_of(seg, p). */
+/* p failed one of the inline free checks; seg is its registry entry: every
+ * check, with its report (free_checked). */
+BRISK_INTERNAL void free_slow(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
+/* A p whose segment the calling thread does not own (seg's owner id is not
+ * its own): pg is page_of(seg, p) and idx the fast path's block index in
+ * it. A block start goes to the owner's outbox, anything else to free_slow. */
 BRISK_INTERNAL void free_other(void *p, segment_t *seg, page_t *pg, uint64_t idx, brisk_fn_t fn) BRISK_NOINLINE;
 /* p is not in the registry (NULL included). */
 BRISK_INTERNAL void free_unowned(void *p, brisk_fn_t fn) BRISK_NOINLINE;

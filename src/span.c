@@ -86,15 +86,6 @@ static void dir_check(const segment_set_t *set) {
   brisk_assert_internal(n == set->count);
 }
 
-/* Full segments go last, so that the walks over the set (the purge) find
- * the segments with free slices first. */
-static void set_note_full(segment_set_t *set, segment_t *seg) {
-  if (seg->free_slices == 0 && seg->next) {
-    LIST_REMOVE(&set->segs, seg, next, prev);
-    LIST_PUSH_BACK(&set->segs, seg, next, prev);
-  }
-}
-
 /* A segment whose slices are all free goes to the pool; true if it went. */
 static bool set_note_free(segment_set_t *set, segment_t *seg) {
   if (seg->free_slices != ALL_PAGE_SLICES) return false;
@@ -425,7 +416,6 @@ BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_s
     segment_t *seg = e->seg;
     page_t *span = span_carve(seg, (size_t)first, slices, sample);
     dir_sync(set, seg);
-    set_note_full(set, seg);
     return span;
   }
   return NULL;
@@ -512,21 +502,15 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
 /* Slices no span uses any more become free; they are purged after the
  * delay (at once when it is 0). */
 static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits) {
-  bool was_full = seg->free_slices == 0;
   seg->free_slices |= bits;
-  if (was_full) { /* has room again: to the front */
-    LIST_REMOVE(&set->segs, seg, next, prev);
-    LIST_PUSH_FRONT(&set->segs, seg, next, prev);
-  }
   if (set_note_free(set, seg)) return;
   uint64_t delay = options_purge_delay_ms();
   if (delay == 0) { /* at once */
     segment_purge_slices(seg, bits);
     seg->dirty_slices &= ~bits;
-    dir_sync(set, seg);
-    return;
   }
   dir_sync(set, seg);
+  if (delay == 0) return;
   /* Slices wait between one and two delays: those freed while a deadline
    * is pending join the next round, so a slice freed just before the
    * deadline is not purged (and re-faulted) at once. */
@@ -572,7 +556,6 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
   span->slice_count = (uint8_t)slices;
   span->span_bytes = slices * SLICE_SIZE;
   if (BRISK_HARDENED) guard_span_tail(span);
-  set_note_full(set, seg);
   return true;
 }
 

@@ -32,7 +32,7 @@ typedef struct segment_dir_s {
  * in-place growth (under the lock) must not meet half done. */
 typedef struct segment_set_s {
   brisk_lock_t lock;
-  segment_list_t segs;    /* segments with free slices come before full ones */
+  segment_list_t segs;    /* its segments, in no order (the search reads dir) */
   segment_list_t huge;    /* huge blocks owned by the set (first-class heaps; owner only) */
   size_t count;
   segment_dir_t *dir;     /* count entries, one per segment of segs (in the
