@@ -72,6 +72,50 @@ void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
   return alloc_realloc_in(NULL, p, size, fn);
 }
 
+/* The page of p if free's fast path would take p as it is: a block of one
+ * of the calling thread's class pages, at the start of a block handed out,
+ * and not (probably) free. NULL for anything else (large and huge blocks
+ * included), which takes every check. */
+BRISK_INLINE page_t *realloc_local_page(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  segment_t *seg = registry_lookup_wrapped(a);
+  if (seg == NULL || atomic_load_relaxed(&seg->owner_tid) != os_thread_id()) return NULL;
+  page_t *pg = page_of(seg, a);
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return NULL;
+  if (page_block_index(pg, a - (uintptr_t)pg->start) >= pg->reserved) return NULL;
+  return block_looks_free((const block_t *)p) ? NULL : pg;
+}
+
+/* What a block of `usable` bytes growing to `size` is given: a block above
+ * REALLOC_GROW_MIN grows by a step, so that a run of small appends moves it
+ * rarely. */
+static size_t realloc_grown(size_t usable, size_t size) {
+  size_t step = usable / REALLOC_GROW_STEP;
+  return size > REALLOC_GROW_MIN && size < usable + step ? usable + step : size;
+}
+
+/* realloc of a block of the calling thread's class page pg (realloc_local_page). */
+static void *realloc_local(heap_t *target, page_t *pg, void *p, size_t size, brisk_fn_t fn) {
+  size_t usable = pg->block_size;
+  size_t want = size;
+  if (size <= usable) {
+    /* Shrinking: keep the block unless it would waste more than half. */
+    if (size >= usable / 2 || usable <= REALLOC_KEEP_SMALL) return p;
+  } else {
+    want = realloc_grown(usable, size);
+  }
+  void *q = alloc_in(target, want);
+  if (q == NULL && want != size) q = alloc_in(target, size);
+  if (q == NULL) return NULL; /* the old block stays valid */
+  memcpy(q, p, usable < size ? usable : size);
+  /* The allocation left p's page in use (p counts in it) and p untouched:
+   * free's fast path would still take it, but for the hardened build's
+   * check of how it was allocated. */
+  if (BRISK_HARDENED) free_inline(p, fn);
+  else free_local(pg, (block_t *)p);
+  return q;
+}
+
 void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   if (p == NULL) return alloc_in(target, size);
   brisk_fn_t free_fn = fn == FN_REALLOC ? FN_REALLOC : FN_BRISK_REALLOC;
@@ -79,6 +123,8 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
     free_inline(p, free_fn);
     return NULL;
   }
+  page_t *local = realloc_local_page(p);
+  if (BRISK_LIKELY(local != NULL)) return realloc_local(target, local, p, size, fn);
   segment_t *seg;
   page_t *pg = block_check(p, fn, &seg);
   if (pg == NULL) {
@@ -117,9 +163,7 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
       return p;
     }
   }
-  size_t want = size;
-  size_t step = usable / REALLOC_GROW_STEP;
-  if (size > REALLOC_GROW_MIN && size < usable + step) want = usable + step;
+  size_t want = realloc_grown(usable, size);
   void *q = alloc_in(target, want);
   if (q == NULL && want != size) q = alloc_in(target, size);
   if (q == NULL) return NULL;
