@@ -56,41 +56,50 @@ enum page_flags {
   PAGE_CACHED = 1 << 5,  /* its frees go to the heap's class cache first */
 };
 
-/* 128 bytes: the fast paths read only the first cache line. */
+/* 128 bytes, two cache lines kept apart by who writes them. The first is
+ * fixed while the page is in use (set when its span is carved and its
+ * class page made): it is all a thread freeing into another thread's page
+ * reads. The second is the owner's, written by its malloc and free fast
+ * paths. Sharing one line made every remote free pull the line the owner
+ * had just written, and the owner's next malloc pull it back: on a
+ * producer/consumer pipeline of 256 B messages, 9.7k -> 13k messages a ms
+ * with the two apart (docs/BENCHMARK-LOG.md, 2026-11-28). */
 typedef struct page_s {
-  struct block_s *free;       /* allocation list */
-  struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
-  uint8_t *start;         /* first block */
+  /* first cache line: fixed while in use, read by any thread */
   struct page_s *span;    /* head descriptor of the span holding this slice */
+  uint8_t *start;         /* first block */
   /* Block index of an offset, exact or absurdly large (page_block_index):
    * block_size = odd * 2^shift, inv = odd^-1 mod 2^64. */
   uint64_t inv;
-  int64_t until_notify;   /* used - notify_at - 1 (the invariant above): the
-                             free that brings it below 0 calls page_notify */
+  size_t span_bytes;      /* bytes of the span (huge: of the block area); a
+                             large block's usable bytes are block_size */
   uint32_t area;          /* capacity * block_size: malloc's range check of free */
-  uint32_t reserved;      /* blocks carved so far */
+  uint32_t capacity;      /* blocks that fit */
+  uint32_t block_size;
+  uint16_t size_class;    /* 0 for large and huge */
   uint8_t shift;
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
-  uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
-                             (owner only; page_list_of) */
-  uint16_t size_class;    /* 0 for large and huge */
-  uint16_t cached;        /* blocks in its heap's class cache (owner only) */
-  /* second cache line: owner's bookkeeping */
+  uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
+  uint8_t pad_fixed_[64 - 4 * sizeof(void *) - 18];
+  /* second cache line: the owner's */
+  struct block_s *free;       /* allocation list */
+  struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
+  int64_t until_notify;   /* used - notify_at - 1 (the invariant above): the
+                             free that brings it below 0 calls page_notify */
   struct page_s *next;    /* class queue or full list */
   struct page_s *prev;
-  size_t span_bytes;      /* bytes of the span (huge: of the block area); a
-                             large block's usable bytes are block_size */
-  uint32_t capacity;      /* blocks that fit */
-  uint32_t block_size;
+  uint32_t reserved;      /* blocks carved so far */
+  uint32_t notify_at;     /* free calls page_notify when used drops to this
+                             (page_set_notify_at); UINT32_MAX: every free */
   uint32_t prof_slot;     /* the profiler's record of the block, if it was sampled
                              (profile.h): a large or huge block, or block
                              prof_block - 1 of a PAGE_CACHED page; 0: none */
-  uint32_t notify_at;     /* free calls page_notify when used drops to this
-                             (page_set_notify_at); UINT32_MAX: every free */
+  uint16_t cached;        /* blocks in its heap's class cache (owner only) */
   uint16_t prof_block;    /* PAGE_HOLDS_SAMPLE: the sampled block's index + 1 */
-  uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_[128 - 64 - 3 * sizeof(void *) - 19];
+  uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
+                             (owner only; page_list_of) */
+  uint8_t pad_owner_[64 - 5 * sizeof(void *) - 17];
 } page_t;
 
 /* Blocks of pg handed out and not back (the invariant above). */
@@ -165,10 +174,11 @@ typedef struct segment_s {
                                          directory (span.h, segment_dir_t) */
   struct segment_s *tail_next;
   struct segment_s *tail_prev;
-  _Alignas(BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT];
+  _Alignas(2 * BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT]; /* each its own pair of lines */
 } segment_t;
 
 _Static_assert(sizeof(page_t) == 128, "page descriptor is two cache lines");
+_Static_assert(offsetof(page_t, free) == 64, "the owner's fields start the second line");
 _Static_assert(sizeof(segment_t) <= SLICE_SIZE, "segment header fits in slice 0");
 
 /* Registry markers of memory returned to the OS (kind SEGMENT_RETIRED):
