@@ -61,9 +61,9 @@ enum page_flags {
  * class page made): it is all a thread freeing into another thread's page
  * reads. The second is the owner's, written by its malloc and free fast
  * paths. Sharing one line made every remote free pull the line the owner
- * had just written, and the owner's next malloc pull it back: on a
- * producer/consumer pipeline of 256 B messages, 9.7k -> 13k messages a ms
- * with the two apart (docs/BENCHMARK-LOG.md, 2026-11-28). */
+ * had just written, and the owner's next malloc pull it back: on
+ * bench_msgpipe's 64 B and 256 B messages, 16k -> 24..25k a ms with the
+ * two apart (docs/BENCHMARK-LOG.md, 2026-11-28). */
 typedef struct page_s {
   /* first cache line: fixed while in use, read by any thread */
   struct page_s *span;    /* head descriptor of the span holding this slice */
