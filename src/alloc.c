@@ -60,12 +60,34 @@ static void *alloc_in(heap_t *target, size_t size) {
   return target != NULL ? heap_alloc(target, size) : malloc_inline(size);
 }
 
-static void *realloc_move(heap_t *target, void *p, size_t old_usable, size_t size, brisk_fn_t fn) {
-  void *q = alloc_in(target, size);
-  if (q == NULL) return NULL; /* the old block stays valid */
-  memcpy(q, p, old_usable < size ? old_usable : size);
-  free_inline(p, fn);
+/* A new block for p's first min(usable, size) bytes, copied: `want`
+ * bytes, or `size` when those are not to be had. NULL when the OS has no
+ * memory (p stays valid); the caller frees p. */
+static void *realloc_copy(heap_t *target, const void *p, size_t usable, size_t size, size_t want) {
+  void *q = alloc_in(target, want);
+  if (q == NULL && want != size) q = alloc_in(target, size);
+  if (q != NULL) memcpy(q, p, usable < size ? usable : size);
   return q;
+}
+
+static void *realloc_move(heap_t *target, void *p, size_t usable, size_t size, size_t want,
+                          brisk_fn_t fn) {
+  void *q = realloc_copy(target, p, usable, size, want);
+  if (q != NULL) free_inline(p, fn);
+  return q;
+}
+
+/* Shrinking keeps a block unless that would waste more than half of it. */
+static bool realloc_keeps(size_t usable, size_t size) {
+  return size <= usable && (size >= usable / 2 || usable <= REALLOC_KEEP_SMALL);
+}
+
+/* What a block of `usable` bytes moved for `size` is given: a block above
+ * REALLOC_GROW_MIN grows by a step, so that a run of small appends moves it
+ * rarely. */
+static size_t realloc_want(size_t usable, size_t size) {
+  size_t step = usable / REALLOC_GROW_STEP;
+  return size > usable && size > REALLOC_GROW_MIN && size < usable + step ? usable + step : size;
 }
 
 void *alloc_realloc(void *p, size_t size, brisk_fn_t fn) {
@@ -82,32 +104,15 @@ BRISK_INLINE page_t *realloc_local_page(void *p) {
   if (seg == NULL || atomic_load_relaxed(&seg->owner_tid) != os_thread_id()) return NULL;
   page_t *pg = page_of(seg, a);
   if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return NULL;
-  if (page_block_index(pg, a - (uintptr_t)pg->start) >= pg->reserved) return NULL;
-  return block_looks_free((const block_t *)p) ? NULL : pg;
-}
-
-/* What a block of `usable` bytes growing to `size` is given: a block above
- * REALLOC_GROW_MIN grows by a step, so that a run of small appends moves it
- * rarely. */
-static size_t realloc_grown(size_t usable, size_t size) {
-  size_t step = usable / REALLOC_GROW_STEP;
-  return size > REALLOC_GROW_MIN && size < usable + step ? usable + step : size;
+  return local_block_ok(pg, (const block_t *)p, page_block_index(pg, a - (uintptr_t)pg->start)) ? pg : NULL;
 }
 
 /* realloc of a block of the calling thread's class page pg (realloc_local_page). */
 static void *realloc_local(heap_t *target, page_t *pg, void *p, size_t size, brisk_fn_t fn) {
   size_t usable = pg->block_size;
-  size_t want = size;
-  if (size <= usable) {
-    /* Shrinking: keep the block unless it would waste more than half. */
-    if (size >= usable / 2 || usable <= REALLOC_KEEP_SMALL) return p;
-  } else {
-    want = realloc_grown(usable, size);
-  }
-  void *q = alloc_in(target, want);
-  if (q == NULL && want != size) q = alloc_in(target, size);
-  if (q == NULL) return NULL; /* the old block stays valid */
-  memcpy(q, p, usable < size ? usable : size);
+  if (realloc_keeps(usable, size)) return p;
+  void *q = realloc_copy(target, p, usable, size, realloc_want(usable, size));
+  if (q == NULL) return NULL;
   /* The allocation left p's page in use (p counts in it) and p untouched:
    * free's fast path would still take it, but for the hardened build's
    * check of how it was allocated. */
@@ -134,10 +139,8 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
       report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
       return NULL;
     }
-    void *q = alloc_in(target, size);
-    if (q == NULL) return NULL;
-    memcpy(q, p, n < size ? n : size);
-    foreign_free(p);
+    void *q = realloc_copy(target, p, n, size, size);
+    if (q != NULL) foreign_free(p);
     return q;
   }
   if (atomic_load_relaxed(&seg->owner_tid) == os_thread_id() && block_is_free_here(pg, p)) {
@@ -147,14 +150,10 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   size_t usable = page_usable_size(pg);
   if (pg->flags & PAGE_HUGE) {
     if (size > LARGE_MAX && huge_try_resize(pg, size)) return p;
-    return realloc_move(target, p, usable, size, fn);
+    return realloc_move(target, p, usable, size, size, fn);
   }
-  if (size <= usable) {
-    /* Shrinking: keep the block unless it would waste more than half. */
-    if (size >= usable / 2 || usable <= REALLOC_KEEP_SMALL) return p;
-    return realloc_move(target, p, usable, size, fn);
-  }
-  if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
+  if (realloc_keeps(usable, size)) return p;
+  if (size > usable && (pg->flags & PAGE_LARGE) && size <= LARGE_MAX &&
       atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
     /* In place: into the rest of its span, or into free slices after it. */
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
@@ -163,13 +162,7 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
       return p;
     }
   }
-  size_t want = realloc_grown(usable, size);
-  void *q = alloc_in(target, want);
-  if (q == NULL && want != size) q = alloc_in(target, size);
-  if (q == NULL) return NULL;
-  memcpy(q, p, usable);
-  free_inline(p, fn);
-  return q;
+  return realloc_move(target, p, usable, size, realloc_want(usable, size), fn);
 }
 
 void alloc_stats_sync(void) {

@@ -30,6 +30,14 @@ BRISK_INLINE void *malloc_inline(size_t size) {
   return malloc_slow(size, h);
 }
 
+/* The last of free's fast tests, on a block of one of the calling
+ * thread's pages pg: at the start of a block handed out (idx, its exact
+ * block index, below reserved) and not (probably) free. realloc makes the
+ * same one. */
+BRISK_INLINE bool local_block_ok(const page_t *pg, const block_t *b, uint64_t idx) {
+  return idx < pg->reserved && !block_looks_free(b);
+}
+
 BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup_wrapped(a);
@@ -45,7 +53,7 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
     return;
   }
   /* Local, at the start of a block handed out, and not (probably) free. */
-  if (BRISK_LIKELY(idx < pg->reserved && !block_looks_free(b))) {
+  if (BRISK_LIKELY(local_block_ok(pg, b, idx))) {
     free_local(pg, b);
     return;
   }
