@@ -14,6 +14,11 @@
 static brisk_lock_t pool_guard = BRISK_LOCK_INIT;
 static segment_list_t pool_list;
 static _Atomic(size_t) pool_count; /* read without the lock as a hint */
+/* Of those, segments with slices that may be resident (dirty_slices), being
+ * purged or not: pool_take_resident's hint. Changed under the lock. */
+static _Atomic(size_t) pool_resident;
+
+static bool seg_resident(const segment_t *seg) { return (seg->dirty_slices & ALL_PAGE_SLICES) != 0; }
 
 void pool_lock(void) { lock_acquire(&pool_guard); }
 void pool_unlock(void) { lock_release(&pool_guard); }
@@ -46,6 +51,7 @@ uint64_t pool_maintain(uint64_t now, bool force) {
        * segments of a destroyed heap, which go after the delay. */
       LIST_REMOVE(&pool_list, seg, next, prev);
       atomic_sub_relaxed(&pool_count, 1);
+      if (seg_resident(seg)) atomic_sub_relaxed(&pool_resident, 1);
       seg->next = unmap;
       unmap = seg;
     } else if (seg->dirty_slices && due && npurge < POOL_PURGES_PER_PASS) {
@@ -68,6 +74,7 @@ uint64_t pool_maintain(uint64_t now, bool force) {
   if (npurge) {
     lock_acquire(&pool_guard);
     for (size_t i = 0; i < npurge; i++) {
+      if (seg_resident(purge[i])) atomic_sub_relaxed(&pool_resident, 1);
       purge[i]->dirty_slices = 0;
       purge[i]->purge_slices = 0;
       purge[i]->purge_later = 0;
@@ -91,9 +98,16 @@ void pool_put(segment_t *seg, bool keep_until_due) {
   lock_acquire(&pool_guard);
   LIST_PUSH_FRONT(&pool_list, seg, next, prev);
   atomic_add_relaxed(&pool_count, 1);
+  if (seg_resident(seg)) atomic_add_relaxed(&pool_resident, 1);
   lock_release(&pool_guard);
   uint64_t next = pool_maintain(now, false);
   if (next) background_schedule(next, true);
+}
+
+static void pool_remove_locked(segment_t *seg) {
+  LIST_REMOVE(&pool_list, seg, next, prev);
+  atomic_sub_relaxed(&pool_count, 1);
+  if (seg_resident(seg)) atomic_sub_relaxed(&pool_resident, 1);
 }
 
 segment_t *pool_take(bool take_destroyed) {
@@ -107,10 +121,17 @@ segment_t *pool_take(bool take_destroyed) {
     if (!s->destroyed) { seg = s; break; }
     if (seg == NULL && take_destroyed) seg = s;
   }
-  if (seg) {
-    LIST_REMOVE(&pool_list, seg, next, prev);
-    atomic_sub_relaxed(&pool_count, 1);
-  }
+  if (seg) pool_remove_locked(seg);
+  lock_release(&pool_guard);
+  return seg;
+}
+
+segment_t *pool_take_resident(void) {
+  if (atomic_load_relaxed(&pool_resident) == 0) return NULL;
+  lock_acquire(&pool_guard);
+  segment_t *seg = pool_list.first;
+  while (seg && (seg->purging || seg->destroyed || !seg_resident(seg))) seg = seg->next;
+  if (seg) pool_remove_locked(seg);
   lock_release(&pool_guard);
   return seg;
 }

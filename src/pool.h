@@ -16,6 +16,12 @@ BRISK_INTERNAL void pool_put(segment_t *seg, bool keep_until_due);
 /* The newest pooled segment, one of a destroyed heap only when no other
  * is there (and take_destroyed); NULL if none. */
 BRISK_INTERNAL segment_t *pool_take(bool take_destroyed);
+/* The newest pooled segment with slices that may still be resident (not
+ * yet purged), never a destroyed heap's; NULL if none (one relaxed load
+ * when there is none). A set takes it before faulting in clean slices of
+ * its own: memory another heap gave back is reused rather than kept
+ * resident beside fresh memory until its deadline. */
+BRISK_INTERNAL segment_t *pool_take_resident(void);
 /* Purge what is due at `now` (everything when force) and unmap the
  * surplus; returns the next deadline (0: none). */
 BRISK_INTERNAL uint64_t pool_maintain(uint64_t now, bool force);

@@ -97,11 +97,8 @@ static bool set_note_free(segment_set_t *set, segment_t *seg) {
 
 static void set_deadline_lower(segment_set_t *set, uint64_t at);
 
-static segment_t *set_add_segment(segment_set_t *set) {
-  if (!dir_reserve(set)) return NULL;
-  segment_t *seg = pool_take(!set->fresh_only);
-  if (seg == NULL) seg = segment_map();
-  if (seg == NULL) return NULL;
+/* seg (from the pool or new) joins the set. */
+static void set_join_segment(segment_set_t *set, segment_t *seg) {
   seg->destroyed = 0;
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
@@ -117,6 +114,26 @@ static segment_t *set_add_segment(segment_set_t *set) {
     set_deadline_lower(set, seg->purge_at_ms);
     background_schedule(seg->purge_at_ms, __builtin_popcountll(waiting) >= PURGE_WORTH_A_THREAD);
   }
+}
+
+/* A pooled segment joins the set (resident_only: one that may still be
+ * resident, else none), or a new one (not resident_only); NULL if none. */
+static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
+  if (resident_only) {
+    segment_t *seg = pool_take_resident();
+    if (seg == NULL) return NULL;
+    if (!dir_reserve(set)) {
+      pool_put(seg, false);
+      return NULL;
+    }
+    set_join_segment(set, seg);
+    return seg;
+  }
+  if (!dir_reserve(set)) return NULL;
+  segment_t *seg = pool_take(!set->fresh_only);
+  if (seg == NULL) seg = segment_map();
+  if (seg == NULL) return NULL;
+  set_join_segment(set, seg);
   return seg;
 }
 
@@ -421,11 +438,14 @@ BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_s
   return NULL;
 }
 
-/* A span from a segment added to the set (a pooled or new one). */
-static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
-  segment_t *seg = set_add_segment(set);
+/* A span from a segment added to the set (a pooled or new one), in its
+ * resident slices if they have room; NULL if none was added. */
+static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t align_slices, bool sample,
+                                      bool resident_only) {
+  segment_t *seg = set_add_segment(set, resident_only);
   if (seg == NULL) return NULL;
-  int first = find_run(seg->free_slices, slices, align_slices);
+  int first = sample ? -1 : find_run(seg->free_slices & seg->dirty_slices, slices, align_slices);
+  if (first < 0) first = find_run(seg->free_slices, slices, align_slices);
   if (first < 0) return NULL;
   page_t *span = span_carve(seg, (size_t)first, slices, sample);
   dir_sync(set, seg);
@@ -444,14 +464,16 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   page_t *span = span_find(set, slices, align_slices, FIND_LIGHT, true);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_CLEAN, true);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, true);
-  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false);
 }
 
 static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false);
+  /* Memory another heap gave back before fresh memory of this one. */
+  if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false);
-  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false, false);
 }
 
 page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {

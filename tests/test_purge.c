@@ -8,11 +8,19 @@
  * Then brisk_collect(true) returns the memory now: in a re-executed child with
  * BRISK_PURGE_DELAY=60000, 64 MiB of blocks are freed, RSS stays up (the
  * delay is honoured), and right after brisk_collect(true) most of it is gone.
+ *
+ * Then memory one thread gave back is what the next thread's blocks use:
+ * in a child with the same delay, a thread frees 12 MiB of 1 MiB blocks
+ * (their segments go to the pool, resident), and the main thread, whose own
+ * segment has room for 3 such blocks in slices never touched, allocates and
+ * writes 3 of them: RSS must not grow by their size (it takes a pooled
+ * segment's resident slices rather than fault in fresh ones beside them).
  * ctest-labels: sanitize */
 #include <brisk.h>
 
 #include "brisk_errors.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,25 +99,90 @@ static int collect_child(void) {
   return brisk_errors_reported() == 0 ? 0 : 1;
 }
 
-static int run_collect_child(void) {
+/* The reuse child's thread: 12 blocks of 1 MiB (too large for the span
+ * cache), written, checked, freed on this thread. */
+enum { REUSE_BLOCKS = 12, REUSE_TAKE = 3 };
+#define REUSE_SIZE ((size_t)1 << 20)
+
+static void fill_block(uint64_t *b, size_t i) {
+  for (size_t k = 0; k < REUSE_SIZE / 8; k++) b[k] = pat(i, k);
+}
+
+static int check_block(const uint64_t *b, size_t i) {
+  for (size_t k = 0; k < REUSE_SIZE / 8; k++)
+    if (b[k] != pat(i, k)) {
+      fprintf(stderr, "test_purge: FAIL: block %zu changed at offset %zu\n", i, k * 8);
+      return 1;
+    }
+  return 0;
+}
+
+static void *reuse_thread(void *arg) {
+  (void)arg;
+  uint64_t *blocks[REUSE_BLOCKS];
+  for (size_t i = 0; i < REUSE_BLOCKS; i++) {
+    blocks[i] = malloc(REUSE_SIZE);
+    if (blocks[i] == NULL) return (void *)1;
+    fill_block(blocks[i], i);
+  }
+  for (size_t i = 0; i < REUSE_BLOCKS; i++) {
+    if (check_block(blocks[i], i)) return (void *)1;
+    free(blocks[i]);
+  }
+  return NULL;
+}
+
+static int reuse_child(void) {
+  free(malloc(16)); /* the main thread's heap: one segment, its other slices clean */
+  pthread_t t;
+  void *ret = NULL;
+  if (pthread_create(&t, NULL, reuse_thread, NULL) != 0 || pthread_join(t, &ret) != 0 || ret != NULL) {
+    fprintf(stderr, "test_purge: FAIL: the thread of 1 MiB blocks failed\n");
+    return 1;
+  }
+  double before = rss_mib();
+  uint64_t *mine[REUSE_TAKE];
+  for (size_t i = 0; i < REUSE_TAKE; i++) {
+    mine[i] = malloc(REUSE_SIZE);
+    if (mine[i] == NULL) { fprintf(stderr, "test_purge: malloc failed\n"); return 1; }
+    fill_block(mine[i], 100 + i);
+  }
+  double after = rss_mib();
+  for (size_t i = 0; i < REUSE_TAKE; i++) {
+    if (check_block(mine[i], 100 + i)) return 1;
+    free(mine[i]);
+  }
+  printf("test_purge: a thread freed %d MiB (pooled, resident); %d MiB allocated and written by another "
+         "thread then raised RSS by %.1f MiB\n", REUSE_BLOCKS, REUSE_TAKE, after - before);
+  if (after - before > 0.5 * REUSE_TAKE) {
+    fprintf(stderr, "test_purge: FAIL: the new blocks faulted in %.1f MiB of fresh memory while %d MiB that "
+            "another thread gave back was still resident\n", after - before, REUSE_BLOCKS);
+    return 1;
+  }
+  return brisk_errors_reported() == 0 ? 0 : 1;
+}
+
+/* Re-execute this test as `mode` with a 60 s purge delay. */
+static int run_child(const char *mode) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) { perror("fork"); return 1; }
   if (pid == 0) {
     setenv("BRISK_PURGE_DELAY", "60000", 1);
-    execl("/proc/self/exe", "test_purge", "collect", (char *)NULL);
+    execl("/proc/self/exe", "test_purge", mode, (char *)NULL);
     _exit(127);
   }
   int st;
   if (waitpid(pid, &st, 0) != pid) { perror("waitpid"); return 1; }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
-  fprintf(stderr, "test_purge: FAIL: the brisk_collect(true) child %s %d\n",
+  fprintf(stderr, "test_purge: FAIL: the %s child %s %d\n", mode,
           WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
   return 1;
 }
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "collect") == 0) return collect_child();
+  if (argc > 1 && strcmp(argv[1], "reuse") == 0) return reuse_child();
   const size_t n = ((size_t)256 << 20) / 64;
   const double wait_max = 10.0;
   /* The pointer array itself comes from the system, not from the heap
@@ -171,7 +244,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_purge: FAIL: brisk reported %ld bad inputs; this test makes none\n", errors);
     return 1;
   }
-  if (run_collect_child() != 0) return 1;
-  printf("2 passed, 0 failed\n");
+  if (run_child("collect") != 0) return 1;
+  if (run_child("reuse") != 0) return 1;
+  printf("3 passed, 0 failed\n");
   return 0;
 }
