@@ -14,11 +14,15 @@
 static brisk_lock_t pool_guard = BRISK_LOCK_INIT;
 static segment_list_t pool_list;
 static _Atomic(size_t) pool_count; /* read without the lock as a hint */
-/* Of those, segments with slices that may be resident (dirty_slices), being
- * purged or not: pool_take_resident's hint. Changed under the lock. */
+/* Of those, segments pool_take_resident may hand out, or will once they
+ * are purged no more: not a destroyed heap's (fixed while pooled), with
+ * slices that may be resident (dirty_slices). Changed under the lock; read
+ * without it as a hint. */
 static _Atomic(size_t) pool_resident;
 
-static bool seg_resident(const segment_t *seg) { return (seg->dirty_slices & ALL_PAGE_SLICES) != 0; }
+static bool seg_resident(const segment_t *seg) {
+  return !seg->destroyed && (seg->dirty_slices & ALL_PAGE_SLICES) != 0;
+}
 
 void pool_lock(void) { lock_acquire(&pool_guard); }
 void pool_unlock(void) { lock_release(&pool_guard); }
@@ -130,7 +134,7 @@ segment_t *pool_take_resident(void) {
   if (atomic_load_relaxed(&pool_resident) == 0) return NULL;
   lock_acquire(&pool_guard);
   segment_t *seg = pool_list.first;
-  while (seg && (seg->purging || seg->destroyed || !seg_resident(seg))) seg = seg->next;
+  while (seg && (seg->purging || !seg_resident(seg))) seg = seg->next;
   if (seg) pool_remove_locked(seg);
   lock_release(&pool_guard);
   return seg;
