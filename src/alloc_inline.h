@@ -26,8 +26,9 @@ BRISK_INLINE void *malloc_inline(size_t size) {
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
     block_t *b = page_pop(h->direct[(size + 15) >> 4]);
     if (BRISK_LIKELY(b != NULL)) return b;
+    return malloc_refill(size, h);
   }
-  return malloc_slow(size, h);
+  return malloc_above(size, h);
 }
 
 /* The last of free's fast tests, on a block of one of the calling

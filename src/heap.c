@@ -449,7 +449,7 @@ BRISK_INLINE block_t *sampling_cache_pop(heap_t *h, size_t size) {
   return prof_class_cache_pop(h, size_to_class(size));
 }
 
-/* c: a class with a cache (malloc_slow found it empty). */
+/* c: a class with a cache (malloc_above found it empty). */
 void *heap_alloc_class(heap_t *h, unsigned c) {
   if (BRISK_UNLIKELY(prof_active())) {
     /* Most allocations while sampling: not the sample (the countdown does

@@ -21,7 +21,7 @@ BRISK_INTERNAL uint64_t heaps_background_round(uint64_t now);
 BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
 /* heap_alloc for a size of class c (<= MEDIUM_MAX) once c's class cache
- * came up empty (malloc_slow pops it itself). */
+ * came up empty (malloc_above pops it itself). */
 BRISK_INTERNAL void *heap_alloc_class(heap_t *h, unsigned c);
 BRISK_INTERNAL void *heap_alloc_aligned(heap_t *h, size_t alignment, size_t size);
 BRISK_INTERNAL void heap_drain_inbox(heap_t *h);

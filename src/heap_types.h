@@ -79,6 +79,8 @@ typedef struct class_cache_s {
   uint32_t count;
   uint32_t max;
   block_t *slot[CLASS_CACHE_SLOTS];
+  page_t *page[CLASS_CACHE_SLOTS]; /* slot[i]'s page: malloc's pop counts it
+                                       there without finding the page again */
 } class_cache_t;
 
 #define CLASS_CACHE_COUNT (CLASS_COUNT - CLASS_CACHE_FIRST)
@@ -103,9 +105,9 @@ typedef struct heap_s {
    * profiler, whose local lists must be counted (profile_count.h); 0 in
    * the static heaps. Owner only. */
   uint32_t refill_mask;
-  /* malloc_slow serves sizes up to this from the class cache itself:
+  /* malloc_above serves sizes up to this from the class cache itself:
    * MEDIUM_MAX, or DIRECT_MAX while the heap samples for the profiler (its
-   * allocations above DIRECT_MAX then take malloc_slow's counted branch,
+   * allocations above DIRECT_MAX then take malloc_above's counted branch,
    * prof_class_cache_pop); 0 in the
    * static heaps. Owner only. */
   size_t cache_path_max;

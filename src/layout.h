@@ -48,6 +48,8 @@ struct heap_s;
 
 struct block_s;
 
+struct class_cache_s;
+
 enum page_flags {
   PAGE_IN_USE = 1 << 0,  /* span given out (page or large/huge block) */
   PAGE_LARGE = 1 << 2,   /* one large block */
@@ -73,6 +75,8 @@ typedef struct page_s {
   uint64_t inv;
   size_t span_bytes;      /* bytes of the span (huge: of the block area); a
                              large block's usable bytes are block_size */
+  struct class_cache_s *ccache; /* PAGE_CACHED: its heap's cache of its class,
+                                   where page_notify puts its frees */
   uint32_t area;          /* capacity * block_size: malloc's range check of free */
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
@@ -81,7 +85,7 @@ typedef struct page_s {
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_fixed_[64 - 4 * sizeof(void *) - 18];
+  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - 18];
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */

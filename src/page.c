@@ -267,6 +267,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;
+    pg->ccache = heap_class_cache(h, c);
     page_set_notify_at(pg, UINT32_MAX);
   }
   heap_count_page(h, 1, false);
@@ -294,7 +295,7 @@ block_t *page_sample_take(heap_t *h, unsigned c, page_t **pg_out) {
   page_t *pg;
   block_t *b;
   if (cc->count != 0) {
-    pg = cached_block_page(cc->slot[cc->count - 1]);
+    pg = cc->page[cc->count - 1];
     if (pg->in_full & PAGE_HOLDS_SAMPLE) return NULL;
     b = class_cache_pop(h, c);
   } else {
@@ -368,8 +369,12 @@ static void class_cache_evict_page(class_cache_t *cc, page_t *pg) {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < cc->count; i++) {
     block_t *b = cc->slot[i];
-    if ((uint8_t *)b >= pg->start && (uint8_t *)b < pg->start + pg->area) cached_block_return(pg, b);
-    else cc->slot[kept++] = b;
+    if (cc->page[i] == pg) {
+      cached_block_return(pg, b);
+    } else {
+      cc->page[kept] = cc->page[i];
+      cc->slot[kept++] = b;
+    }
   }
   cc->count = kept;
 }
@@ -389,6 +394,7 @@ BRISK_INLINE bool class_cache_keep(class_cache_t *cc, page_t *pg, block_t *b) {
   if (!(used_cached(pg) - 1 > pg->cached && cc->count < cc->max)) return false;
   block_set_next(b, page_list_end(pg));
   pg->cached++;
+  cc->page[cc->count] = pg;
   cc->slot[cc->count++] = b;
   return true;
 }
@@ -438,15 +444,14 @@ static BRISK_NOINLINE void page_notify_sampled(heap_t *h, page_t *pg, block_t *b
 void page_notify(page_t *pg, block_t *b) {
   page_add_used(pg, 1); /* free_local counted b as back; it is not, yet */
   if (pg->flags & PAGE_CACHED) { /* first: every free of its blocks comes here */
-    heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
     if (BRISK_LIKELY(pg->in_full < PAGE_LIST_BROKEN)) { /* on a list, no sample */
-      if (class_cache_keep(heap_class_cache(h, pg->size_class), pg, b)) return;
+      if (class_cache_keep(pg->ccache, pg, b)) return;
     } else {
       /* read again here, so that the test above stays one compare with
        * memory (gcc would load the byte for both) */
       __asm__ volatile("" ::: "memory");
       if (pg->in_full & PAGE_HOLDS_SAMPLE) {
-        page_notify_sampled(h, pg, b);
+        page_notify_sampled(atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed), pg, b);
         return;
       }
     }
@@ -458,9 +463,9 @@ void class_cache_flush(heap_t *h) {
   for (unsigned i = 0; i < CLASS_CACHE_COUNT; i++) {
     class_cache_t *cc = &h->ccache[i];
     while (cc->count > 0) {
-      block_t *b = cc->slot[--cc->count];
-      page_t *pg = cached_block_page(b);
-      cached_block_return(pg, b);
+      uint32_t k = --cc->count;
+      page_t *pg = cc->page[k];
+      cached_block_return(pg, cc->slot[k]);
       page_after_free(h, pg);
     }
   }

@@ -124,18 +124,14 @@ BRISK_INLINE class_cache_t *heap_class_cache(heap_t *h, unsigned c) {
   return &h->ccache[c - CLASS_CACHE_FIRST];
 }
 
-/* The page of a cached block: a class block, so in an ordinary segment. */
-BRISK_INLINE page_t *cached_block_page(const block_t *b) {
-  return page_of((segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK), (uintptr_t)b);
-}
-
 /* The next block of class c (>= CLASS_CACHE_FIRST) from h's cache, or NULL. */
 BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
   class_cache_t *cc = heap_class_cache(h, c);
   if (cc->count == 0) return NULL;
-  block_t *b = cc->slot[--cc->count];
+  uint32_t i = --cc->count;
+  block_t *b = cc->slot[i];
   b->link = 0; /* a handed-out block must not look free to free() */
-  cached_block_page(b)->cached--;
+  cc->page[i]->cached--;
   return b;
 }
 

@@ -61,7 +61,7 @@ BRISK_INLINE bool prof_active(void) {
 
 /* h's state, created on first use (NULL when the OS has no memory for it:
  * then h samples nothing). A thread's heap sends every allocation above
- * DIRECT_MAX past malloc_slow's unprofiled class-cache branch
+ * DIRECT_MAX past malloc_above's unprofiled class-cache branch
  * (cache_path_max) while it samples. */
 BRISK_INTERNAL prof_heap_t *prof_heap_state(heap_t *h);
 BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {

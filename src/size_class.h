@@ -37,10 +37,13 @@ static const uint32_t past_pow2_class[16] = {
     0, 0, 0, 0, 0, 0, 0, 1u << 7, 1u << 8, 1u << 9,
     (1u << 10) + 64, (1u << 11) + 64, (1u << 12) + 64, (1u << 13) + 64, 1u << 14, 1u << 15};
 
+/* DIRECT_MAX < n <= MEDIUM_MAX: one load */
+BRISK_INLINE unsigned size_to_class_above_direct(size_t n) { return brisk_medium_class[(n + 63) >> 6]; }
+
 /* n <= MEDIUM_MAX */
 BRISK_INLINE unsigned size_to_class(size_t n) {
   if (n <= 128) return n == 0 ? 1 : (unsigned)((n + 15) >> 4);
-  /* one load where most of these sizes are asked for (malloc_slow's class
+  /* one load where most of these sizes are asked for (malloc_above's class
    * cache: the steps below took 16 instructions) */
   if (n > DIRECT_MAX) return brisk_medium_class[(n + 63) >> 6];
   /* x = n - 1 = 2^b + over; eight steps of 2^(b-3) per doubling, and a

@@ -130,14 +130,30 @@ heap_t *thread_heap_init(void) {
   return h;
 }
 
-void *malloc_slow(size_t size, heap_t *h) {
-  if (BRISK_LIKELY(size <= DIRECT_MAX)) {
-    block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
-    if (b != NULL) return b;
-  } else if (size <= h->cache_path_max) { /* MEDIUM_MAX; less while the profiler samples */
+/* A first call on this thread (h is a static heap): its heap, then the
+ * allocation. */
+static BRISK_NOINLINE void *malloc_first(size_t size) {
+  heap_t *h = thread_heap_init();
+  if (h == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return heap_alloc(h, size);
+}
+
+void *malloc_refill(size_t size, heap_t *h) {
+  block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
+  if (b != NULL) return b;
+  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) return malloc_first(size);
+  return heap_alloc(h, size);
+}
+
+void *malloc_above(size_t size, heap_t *h) {
+  brisk_assert(size > DIRECT_MAX);
+  if (size <= h->cache_path_max) { /* MEDIUM_MAX; less while the profiler samples */
     /* Most allocations of these classes are served by the class cache
      * (empty in a heap that owns nothing, and in the hardened build). */
-    unsigned c = size_to_class(size);
+    unsigned c = size_to_class_above_direct(size);
     block_t *b = class_cache_pop(h, c);
     if (b != NULL) return b;
     if (BRISK_LIKELY(h->kind != HEAP_KIND_STATIC)) return heap_alloc_class(h, c);
@@ -145,17 +161,11 @@ void *malloc_slow(size_t size, heap_t *h) {
     /* The same while the heap samples: a cached block is counted here
      * (profile.h) unless the sample falls on it, which heap_alloc_class
      * takes. Only allocations above MEDIUM_MAX test this without it. */
-    unsigned c = size_to_class(size);
+    unsigned c = size_to_class_above_direct(size);
     block_t *b = prof_class_cache_pop(h, c);
     return b != NULL ? b : heap_alloc_class(h, c);
   }
-  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) {
-    h = thread_heap_init();
-    if (h == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
+  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) return malloc_first(size);
   return heap_alloc(h, size);
 }
 

@@ -16,9 +16,11 @@ BRISK_INTERNAL heap_t *thread_heap_init(void) BRISK_NOINLINE;
  * has none (it has exited, or never allocated and cannot get one). */
 BRISK_INTERNAL heap_t *thread_heap_for_free(void);
 BRISK_INTERNAL void process_init(void);
-/* malloc when the inline path cannot serve: a first call on this thread,
- * a size above DIRECT_MAX, or an exhausted page. h: the calling thread's
- * heap as the inline path read it (brisk_tls_heap). */
-BRISK_INTERNAL void *malloc_slow(size_t size, heap_t *h) BRISK_NOINLINE;
+/* malloc when the inline path cannot serve. h: the calling thread's heap
+ * as the inline path read it (brisk_tls_heap), a static one before the
+ * thread's first call. malloc_refill: a size up to DIRECT_MAX whose page
+ * ran dry; malloc_above: a larger size (the class cache first). */
+BRISK_INTERNAL void *malloc_refill(size_t size, heap_t *h) BRISK_NOINLINE;
+BRISK_INTERNAL void *malloc_above(size_t size, heap_t *h) BRISK_NOINLINE;
 
 #endif
