@@ -187,12 +187,6 @@ static bool list_contains(const page_t *pg, const block_t *list, const block_t *
   return false;
 }
 
-/* The cache of pg's class in its heap; pg must be PAGE_CACHED. */
-static class_cache_t *page_class_cache(const page_t *pg) {
-  heap_t *h = atomic_load_explicit(&segment_of_page(pg)->heap, memory_order_relaxed);
-  return heap_class_cache(h, pg->size_class);
-}
-
 /* A cached block of pg goes back to pg's local list: no longer used,
  * no longer cached. */
 static void cached_block_return(page_t *pg, block_t *b) {
@@ -203,7 +197,7 @@ static void cached_block_return(page_t *pg, block_t *b) {
 bool page_lists_contain(const page_t *pg, const block_t *b) {
   if (pg->size_class == 0) return false;
   if (pg->flags & PAGE_CACHED) {
-    const class_cache_t *cc = page_class_cache(pg);
+    const class_cache_t *cc = pg->ccache;
     for (uint32_t i = 0; i < cc->count; i++)
       if (cc->slot[i] == b) return true;
   }
@@ -406,7 +400,7 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
   if (pg->flags & PAGE_CACHED) {
     page_push_local(pg, b);
     if (page_used(pg) <= pg->cached && pg->cached != 0)
-      class_cache_evict_page(heap_class_cache(h, pg->size_class), pg);
+      class_cache_evict_page(pg->ccache, pg);
     page_after_free(h, pg);
     return;
   }
@@ -436,7 +430,7 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
 static BRISK_NOINLINE void page_notify_sampled(heap_t *h, page_t *pg, block_t *b) {
   if (page_block_index(pg, (uintptr_t)b - (uintptr_t)pg->start) + 1 == pg->prof_block)
     page_sample_forget(h, pg);
-  if (page_list_of(pg) != PAGE_LIST_BROKEN && class_cache_keep(heap_class_cache(h, pg->size_class), pg, b))
+  if (page_list_of(pg) != PAGE_LIST_BROKEN && class_cache_keep(pg->ccache, pg, b))
     return;
   page_notify_push(pg, b);
 }

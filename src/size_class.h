@@ -45,7 +45,7 @@ BRISK_INLINE unsigned size_to_class(size_t n) {
   if (n <= 128) return n == 0 ? 1 : (unsigned)((n + 15) >> 4);
   /* one load where most of these sizes are asked for (malloc_above's class
    * cache: the steps below took 16 instructions) */
-  if (n > DIRECT_MAX) return brisk_medium_class[(n + 63) >> 6];
+  if (n > DIRECT_MAX) return size_to_class_above_direct(n);
   /* x = n - 1 = 2^b + over; eight steps of 2^(b-3) per doubling, and a
    * header class covers less than one step, so it only splits the first. */
   size_t x = n - 1;

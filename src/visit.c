@@ -38,10 +38,10 @@ static int visit_page(heap_t *h, page_t *pg, brisk_block_visitor_t visitor, void
   mark_list(pg, pg->free, free_map);
   mark_list(pg, pg->local_free, free_map);
   if (pg->flags & PAGE_CACHED) {
-    const class_cache_t *cc = heap_class_cache(h, pg->size_class);
+    const class_cache_t *cc = pg->ccache;
     for (uint32_t k = 0; k < cc->count; k++) {
+      if (cc->page[k] != pg) continue;
       const uint8_t *b = (const uint8_t *)cc->slot[k];
-      if (b < pg->start || b >= pg->start + pg->area) continue;
       size_t i = (size_t)(b - pg->start) / pg->block_size;
       free_map[i / 64] |= (uint64_t)1 << (i % 64);
     }
