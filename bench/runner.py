@@ -360,6 +360,10 @@ WORKLOADS = [
     {"name": "large-live", "argv": ["{bin}/bench_sizes", "large-live", "{size}"],
      "sizes": {"quick": 40, "default": 200, "full": 2000},
      "what": "5..25 MiB blocks, 20 live (10 per thread), each written in full when allocated"},
+    {"name": "requests", "argv": ["{bin}/bench_requests", "{size}"],
+     "sizes": {"quick": 60, "default": 400, "full": 4000},
+     "what": "a thread per request, 2 at a time: each allocates about 8 MiB of 16 B..64 KiB "
+             "blocks, checks and frees them, and exits"},
     {"name": "session", "argv": ["{bin}/bench_session", "{size}"],
      "sizes": {"quick": 200000, "default": 600000, "full": 6000000}, "instr": 20000,
      "instr_extra": ["malloc"], "tier_extra": {"quick": ["malloc"]}, "time": "reported",
