@@ -119,14 +119,9 @@ static void set_join_segment(segment_set_t *set, segment_t *seg) {
 /* A pooled segment joins the set (resident_only: one that may still be
  * resident, else none), or a new one (not resident_only); NULL if none. */
 static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
-  segment_t *seg = resident_only ? pool_take_resident() : NULL;
-  if (resident_only && seg == NULL) return NULL;
-  if (!dir_reserve(set)) {
-    if (seg != NULL) pool_put(seg, false);
-    return NULL;
-  }
-  if (seg == NULL) seg = pool_take(!set->fresh_only);
-  if (seg == NULL) seg = segment_map();
+  if (!dir_reserve(set)) return NULL;
+  segment_t *seg = resident_only ? pool_take_resident() : pool_take(!set->fresh_only);
+  if (seg == NULL && !resident_only) seg = segment_map();
   if (seg == NULL) return NULL;
   set_join_segment(set, seg);
   return seg;

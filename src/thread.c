@@ -141,22 +141,27 @@ static BRISK_NOINLINE void *malloc_first(size_t size) {
   return heap_alloc(h, size);
 }
 
-void *malloc_refill(size_t size, heap_t *h) {
-  block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
-  if (b != NULL) return b;
+/* heap_alloc on h, or on the thread's new heap when h is a static one. */
+BRISK_INLINE void *malloc_in(heap_t *h, size_t size) {
   if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) return malloc_first(size);
   return heap_alloc(h, size);
+}
+
+void *malloc_refill(size_t size, heap_t *h) {
+  block_t *b = page_refill_pop(h, h->direct[(size + 15) >> 4]);
+  return b != NULL ? b : malloc_in(h, size);
 }
 
 void *malloc_above(size_t size, heap_t *h) {
   brisk_assert(size > DIRECT_MAX);
   if (size <= h->cache_path_max) { /* MEDIUM_MAX; less while the profiler samples */
     /* Most allocations of these classes are served by the class cache
-     * (empty in a heap that owns nothing, and in the hardened build). */
+     * (empty in the hardened build). A static heap's cache_path_max is 0:
+     * its calls take malloc_in below. */
+    brisk_assert(h->kind != HEAP_KIND_STATIC);
     unsigned c = size_to_class_above_direct(size);
     block_t *b = class_cache_pop(h, c);
-    if (b != NULL) return b;
-    if (BRISK_LIKELY(h->kind != HEAP_KIND_STATIC)) return heap_alloc_class(h, c);
+    return b != NULL ? b : heap_alloc_class(h, c);
   } else if (size <= MEDIUM_MAX && h->prof != NULL) {
     /* The same while the heap samples: a cached block is counted here
      * (profile.h) unless the sample falls on it, which heap_alloc_class
@@ -165,8 +170,7 @@ void *malloc_above(size_t size, heap_t *h) {
     block_t *b = prof_class_cache_pop(h, c);
     return b != NULL ? b : heap_alloc_class(h, c);
   }
-  if (BRISK_UNLIKELY(h->kind == HEAP_KIND_STATIC)) return malloc_first(size);
-  return heap_alloc(h, size);
+  return malloc_in(h, size);
 }
 
 heap_t *thread_heap_for_free(void) {
