@@ -226,6 +226,11 @@ void os_process_figures(os_process_figures_t *out) {
       out->rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
     }
   }
+  /* The kernel's high-water mark trails a growing resident set (each CPU
+   * folds its count of new pages into it in batches): read while the
+   * process grows, ru_maxrss was below statm's figure in every snapshot.
+   * A peak below the current figure is no peak. */
+  if (out->rss_peak_bytes < out->rss_bytes) out->rss_peak_bytes = out->rss_bytes;
   errno = saved;
 }
 
