@@ -115,6 +115,11 @@ def seeds():
         b"".join(op("FREE", i) for i in range(10)) + op("COLLECT") + b"".join(op("MALLOC", i, 64) for i in range(10))
     s["huge"] = op("MALLOC", 0, 3 << 20) + op("REALLOC", 0, 4 << 20) + op("REALLOC", 0, 2 << 20) + \
         op("REALLOC", 0, 3 << 20) + op("ALIGNED", 1, 3 << 20, 22) + op("W_REALLOC", 1, 4 << 20) + op("SYNC")
+    # a huge block grown and shrunk by a page or less at a time: its end
+    # crosses the page the hardened build's guard occupied
+    s["huge_page_steps"] = op("MALLOC", 0, (3 << 20) + 1024) + \
+        b"".join(op("REALLOC", 0, (3 << 20) + 1024 * k) for k in (5, 6, 9, 13, 12, 4, 1)) + \
+        op("W_REALLOC", 0, (3 << 20) + 1024 * 17) + op("SYNC") + op("CHECK", 0)
     return s
 
 

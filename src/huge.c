@@ -340,12 +340,39 @@ void huge_free(page_t *pg) {
   if (!huge_cache_put(seg)) segment_unmap(seg);
 }
 
+/* The hardened build's guard page ends a huge mapping (huge_alloc): a
+ * resize moves it to the new end before the block may use the old one. */
+static bool huge_guard_move(segment_t *seg, size_t old, size_t need) {
+  uint8_t *base = (uint8_t *)seg;
+  if (need < old) { /* the page before the new end becomes the guard */
+    if (os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, false) != 0) return false;
+    if (huge_shrink(seg, need)) return true;
+    os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, true);
+    return false;
+  }
+  /* Growing: the old guard joins the block (and its mapping, which mremap
+   * needs whole), then a new one ends the grown mapping. */
+  if (os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, true) != 0) return false;
+  if (!huge_grow(seg, need)) {
+    os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, false);
+    return false;
+  }
+  if (os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, false) != 0) {
+    huge_shrink(seg, old); /* back as it was: the old guard is the last page again */
+    os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, false);
+    return false;
+  }
+  registry_set((uintptr_t)seg, need, seg);
+  return true;
+}
+
 bool huge_try_resize(page_t *pg, size_t new_size) {
   segment_t *seg = segment_of_page(pg);
   size_t offset = (size_t)(pg->start - (uint8_t *)seg);
   size_t page = OS_PAGE_BYTES;
-  if (new_size > SIZE_MAX - offset - page) return false;
-  size_t need = (offset + new_size + page - 1) & ~(page - 1);
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  if (new_size > SIZE_MAX - offset - page - guard) return false;
+  size_t need = ((offset + new_size + page - 1) & ~(page - 1)) + guard;
   huge_tail_detach(seg);
   size_t old = seg->mapped_size;
   if (need < old && huge_retain_allowed(offset)) {
@@ -360,18 +387,20 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
     if (keep) background_schedule(now + options_purge_delay_ms(), true);
     huge_unmap_list(drop);
     if (keep) {
-      pg->span_bytes = need - offset;
+      pg->span_bytes = need - guard - offset;
       return true;
     }
   }
-  if (need < old) {
+  if (guard != 0 && need != old) {
+    if (!huge_guard_move(seg, old, need)) return false;
+  } else if (need < old) {
     if (!huge_shrink(seg, need)) return false;
   } else if (need > old) {
     if (!huge_grow(seg, need)) return false;
     registry_set((uintptr_t)seg, need, seg);
   }
   STAT_LEVEL(huge_bytes, (int64_t)seg->mapped_size - (int64_t)old);
-  pg->span_bytes = need - offset;
+  pg->span_bytes = need - guard - offset;
   return true;
 }
 

@@ -3,7 +3,8 @@
 # hardened build detects is reported with the exact message:
 # malloc/new/new[] mismatches, a wrong size in sized delete and in
 # free_sized, a write after free that leaves the link intact; overflows stop
-# at a guard page (after a large block, after a huge block, after the
+# at a guard page (after a large block, after a huge block and after one
+# realloc resized in place, after the
 # segment header, at the end of a segment) with SIGSEGV at the first byte
 # past the block; a new page hands its blocks out in a random order.
 # Without the hardened library (-DBRISK_HARDENED=OFF) or g++ the test exits
@@ -114,6 +115,20 @@ int main(int argc, char **argv) {
                std::fflush(stdout);
                for (std::size_t i = seg - 4096; i < seg; i++) s[i] = 1;
                std::puts("no guard"); return 3; }
+    case 13: case 14: case 15: { /* a huge block resized in place by realloc:
+               13 within its mapping's last page, 14 grown past it, 15
+               shrunk. Every usable byte can be written; the guard page
+               follows the new end. */
+               std::size_t from = mode == 15 ? std::size_t(8) << 20 : 3933183;
+               std::size_t to = mode == 13 ? 3940352 : mode == 14 ? std::size_t(7) << 20 : (std::size_t(5) << 20) + 100;
+               char *b = static_cast<char *>(std::malloc(from));
+               std::memset(b, 7, from);
+               volatile char *q = static_cast<char *>(std::realloc(b, to));
+               std::size_t usable = malloc_usable_size((void *)q);
+               g_base = q;
+               for (std::size_t i = 0; i < usable; i++) q[i] = 2; /* faults here without the fix */
+               overflow(q, usable, 2 * 65536);
+               std::puts("no guard"); return 3; }
     case 12: { /* how many of 2000 blocks of a class come right after the one before */
                char *prev = static_cast<char *>(std::malloc(48));
                int seq = 0;
@@ -158,6 +173,9 @@ guard 6 "an overflow of a large block"
 guard 9 "an overflow of a huge block"
 guard 10 "an underflow into a segment header"
 guard 11 "a write off the end of a segment"
+guard 13 "a huge block grown by realloc within its last page"
+guard 14 "a huge block grown by realloc"
+guard 15 "a huge block shrunk by realloc"
 # Blocks of a new page in a random order: in address order nearly all of
 # 2000 blocks of a class follow the one before; a random stride puts a block
 # right after the one before only where it is n-1 (1 in 32 page extensions).
