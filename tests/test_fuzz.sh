@@ -23,6 +23,7 @@
 #   BRISKTEST_FUZZ_HARDENED  1: build brisk with BRISK_HARDENED=1
 #   BRISKTEST_FUZZ_JOBS      parallel fuzzing processes (default 1)
 #   BRISKTEST_FUZZ_SEED      libFuzzer seed (default: a new one each run, printed)
+#   BRISKTEST_FUZZ_PROFILE   1: the heap profiler on, sampling about every 4 KiB
 # Longer runs: see fuzz/README.md.
 set -u
 
@@ -32,6 +33,7 @@ ART=${BRISKTEST_BIN_DIR:-$BUILD/tests}/fuzz-artifacts
 FUZZ_SECONDS=${BRISKTEST_FUZZ_SECONDS:-60}
 HARDENED=${BRISKTEST_FUZZ_HARDENED:-0}
 JOBS=${BRISKTEST_FUZZ_JOBS:-1}
+PROFILE=${BRISKTEST_FUZZ_PROFILE:-0}
 
 skip() {
   if [ "${CI:-}" = "true" ]; then
@@ -108,13 +110,21 @@ nseeds=$(ls "$W/corpus" | wc -l)
 # A clean brisk environment, errors are crashes.
 for v in $(compgen -e | grep '^BRISK_'); do unset "$v"; done
 export BRISK_ON_ERROR=abort
+# The heap profiler on, sampling about every 4 KiB allocated: its paths
+# (samples, their frees, the stack walks checked against libgcc's) under
+# the same sequences; the profile is written into the work directory.
+if [ "$PROFILE" = 1 ]; then
+  export BRISK_PROFILE="$W/profile" BRISK_PROFILE_RATE=4096
+  echo "[fuzz] heap profiler on (BRISK_PROFILE_RATE=4096)"
+fi
 
 echo "[fuzz] fuzzing for ${FUZZ_SECONDS} s from $nseeds seed inputs"
 t1=$(date +%s)
 # A new seed each run (so the suite explores further every time), printed so
 # that a failing run can be repeated with BRISKTEST_FUZZ_SEED.
 SEED=${BRISKTEST_FUZZ_SEED:-$(( (RANDOM << 15 | RANDOM) % 2147483646 + 1 ))}
-echo "[fuzz] seed $SEED (replay this run: BRISKTEST_FUZZ_SEED=$SEED bash tests/test_fuzz.sh)"
+knobs="$([ "$HARDENED" = 1 ] && echo 'BRISKTEST_FUZZ_HARDENED=1 ')$([ "$PROFILE" = 1 ] && echo 'BRISKTEST_FUZZ_PROFILE=1 ')"
+echo "[fuzz] seed $SEED (replay this run: ${knobs}BRISKTEST_FUZZ_SEED=$SEED bash tests/test_fuzz.sh)"
 args=(-max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=4096 -max_len=2500 -print_final_stats=1
   -seed="$SEED" -artifact_prefix="$W/")
 if [ "$JOBS" -gt 1 ]; then args+=(-jobs="$JOBS" -workers="$JOBS"); fi
