@@ -308,8 +308,21 @@ void os_thread_exit_arm(void *value) {
   pthread_setspecific(thread_exit_key, value);
 }
 
+#ifdef __GLIBC__
+/* What glibc's pthread_atfork does, called directly: its stub comes from
+ * libc_nonshared.a, linked in last, alone at the far end of the text, and
+ * calling it at start-up faulted in a 64 KiB window of it there. */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void *dso_handle);
+extern void *__dso_handle __attribute__((weak, visibility("hidden")));
+#endif
+
 int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+#ifdef __GLIBC__
+  return __register_atfork(prepare, parent, child, &__dso_handle == NULL ? NULL : __dso_handle);
+#else
   return pthread_atfork(prepare, parent, child);
+#endif
 }
 
 static int file_open(const char *path, int flags, int *fd_out) {
