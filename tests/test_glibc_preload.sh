@@ -19,10 +19,8 @@
 set -u
 lib=${BRISKTEST_LIB:-}
 src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-skip() {
-  if [ "${CI:-}" = true ]; then echo "[preload] FAILED: $* (with CI=true nothing may be skipped)"; exit 1; fi
-  echo "[preload] SKIPPED: $*"; exit 77
-}
+SKIP_NAME="[preload]"
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 [ -n "$lib" ] && [ -f "$lib" ] || { echo "[preload] FAILED: BRISKTEST_LIB is not set or not a file ('$lib')"; exit 1; }
 command -v gcc >/dev/null || skip "gcc not found"
 command -v python3 >/dev/null || skip "python3 not found"

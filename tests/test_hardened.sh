@@ -13,11 +13,8 @@ set -u
 build="${BRISKTEST_BUILD_DIR:?}"
 bin="${BRISKTEST_BIN_DIR:?}"
 lib="$build/libbrisk-hardened.so"
-skip() {
-  if [ "${CI:-}" = true ]; then echo "test_hardened: FAIL: $* (with CI=true nothing may be skipped)"; exit 1; fi
-  echo "test_hardened: SKIPPED: $*"
-  exit 77
-}
+SKIP_NAME="test_hardened"
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 [ -e "$lib" ] || skip "$lib not built (-DBRISK_HARDENED=OFF?)"
 command -v g++ >/dev/null || skip "g++ is not installed"
 unset BRISKTEST_LIB BRISKTEST_BUILD_DIR BRISKTEST_SOURCE_DIR BRISKTEST_BIN_DIR

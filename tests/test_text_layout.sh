@@ -12,11 +12,8 @@
 set -u
 build="${BRISKTEST_BUILD_DIR:?}"
 lib="${BRISKTEST_LIB:?}"
-skip() {
-  if [ "${CI:-}" = true ]; then echo "test_text_layout: FAIL: $* (with CI=true nothing may be skipped)"; exit 1; fi
-  echo "test_text_layout: SKIPPED: $*"
-  exit 77
-}
+SKIP_NAME="test_text_layout"
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 [ -f "$build/brisk-text.ld" ] || skip "this build has no hot-text layout ($build/brisk-text.ld missing)"
 [ -r /proc/self/smaps ] || skip "no /proc/self/smaps"
 real="$(readlink -f "$lib")"
