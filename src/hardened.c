@@ -2,6 +2,8 @@
 
 #include "atomics.h"
 #include "block.h"
+#include "page.h"
+#include "platform.h"
 #include "registry.h"
 #include "report.h"
 #include "size_class.h"
@@ -55,10 +57,20 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
   page_t *pg = NULL;
   uint8_t *slot = kind_slot(p, &pg);
   if (slot == NULL) return true; /* not a block: the ordinary checks report it */
-  /* A block that looks freed (its release reset its kind): the ordinary
-   * checks tell a double free from a live block whose data looks so. */
-  if (pg->size_class != 0 && block_looks_free((const block_t *)p)) return true;
   enum alloc_kind want = expected_kind(fn);
+  /* A block whose first word decodes as a free-list link and whose kind is
+   * malloc's may have been freed already (every release resets the kind):
+   * the ordinary checks tell a double free from a live block whose data
+   * looks so. Only a release that expects another kind needs to know which
+   * (a double delete, or delete of a live malloc block), and only the owner
+   * may walk the page's lists to find out. Any other kind means a live
+   * block, whatever its data: checked, and reset, below. */
+  if (pg->size_class != 0 && *slot == KIND_MALLOC && block_looks_free((const block_t *)p)) {
+    if (want == KIND_MALLOC ||
+        atomic_load_relaxed(&segment_of_page(pg)->owner_tid) != os_thread_id() ||
+        page_lists_contain(pg, (const block_t *)p))
+      return true;
+  }
   if (*slot != want && *slot <= KIND_NEW_ARRAY) {
     report_error("%s(%p): mismatched release: the block was allocated by %s", fn_name(fn), p,
                  kind_names[*slot]);

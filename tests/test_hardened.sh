@@ -6,7 +6,8 @@
 # at a guard page (after a large block, after a huge block and after one
 # realloc resized in place, after the
 # segment header, at the end of a segment) with SIGSEGV at the first byte
-# past the block; a new page hands its blocks out in a random order.
+# past the block; a new page hands its blocks out in a random order; a
+# block whose data looks freed is checked and released like any other.
 # Without the hardened library (-DBRISK_HARDENED=OFF) or g++ the test exits
 # 77 (skipped); with CI=true that is a failure.
 set -u
@@ -42,6 +43,7 @@ cat > "$tmp/probe.cpp" <<'CPP'
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 // Each mode makes one mistake, prints the pointer it concerns, then checks
 // that a block allocated before is intact. The overflow modes print
 // "fault at +N" (N from the start of the block, or of the segment) when
@@ -126,6 +128,26 @@ int main(int argc, char **argv) {
                for (std::size_t i = 0; i < usable; i++) q[i] = 2; /* faults here without the fix */
                overflow(q, usable, 2 * 65536);
                std::puts("no guard"); return 3; }
+    case 16: case 17: case 18: { /* a live block whose first word looks like a
+               free block's link (a freed block's, copied): 16 releases it
+               as it was allocated and mallocs it again (no report: its kind
+               went with it), 17 releases it with the wrong function, 18
+               does so on another thread */
+               void *a = std::malloc(48);
+               std::free(a);
+               std::uint64_t w;
+               std::memcpy(&w, a, 8);
+               char *c = static_cast<char *>(::operator new(48));
+               std::memcpy(c, &w, 8);
+               p = c; std::printf("%p\n", p); std::fflush(stdout);
+               if (mode == 17) { std::free(c); break; }
+               if (mode == 18) { std::thread([c] { std::free(c); }).join(); break; }
+               ::operator delete(c);
+               int i = 0;
+               while (i < 1000 && std::malloc(48) != c) i++;
+               if (i == 1000) { std::puts("not reused"); return 5; }
+               std::free(c);
+               break; }
     case 12: { /* how many of 2000 blocks of a class come right after the one before */
                char *prev = static_cast<char *>(std::malloc(48));
                int seq = 0;
@@ -142,7 +164,7 @@ int main(int argc, char **argv) {
   return 0;
 }
 CPP
-g++ -O1 -fno-builtin "$tmp/probe.cpp" -o "$tmp/probe" || { bad "probe does not compile"; exit 1; }
+g++ -O1 -fno-builtin -pthread "$tmp/probe.cpp" -o "$tmp/probe" || { bad "probe does not compile"; exit 1; }
 expect() { # mode, expected stderr line with P for the pointer
   local out err ptr want
   out=$(env -i LD_PRELOAD="$lib" "$tmp/probe" "$1" 2>"$tmp/err")
@@ -157,6 +179,11 @@ expect 3 "brisk: error: free(P): mismatched release: the block was allocated by 
 expect 4 "brisk: error: operator delete(P): size 1000 given to a sized release does not match the block (size class 16)"
 expect 5 "brisk: error: malloc(): block P (size class 112) was written 20 bytes in after it was freed: a write after free"
 expect 7 "brisk: error: free(P): mismatched release: the block was allocated by operator new[]"
+expect 17 "brisk: error: free(P): mismatched release: the block was allocated by operator new"
+expect 18 "brisk: error: free(P): mismatched release: the block was allocated by operator new"
+out=$(env -i LD_PRELOAD="$lib" "$tmp/probe" 16 2>"$tmp/err")
+if [ ! -s "$tmp/err" ] && echo "$out" | grep -qx intact; then ok "mode 16: a block released as allocated, though its data looked freed, is malloc's in its next life"
+else bad "mode 16: expected no report, got '$(cat "$tmp/err")', stdout '$(echo $out)'"; fi
 expect 8 "brisk: error: free_sized(P): size 5000 given to a sized release does not match the block (size class 112)"
 guard() { # mode, what: SIGSEGV exactly at the first byte the probe writes past the block
   local out rc at
