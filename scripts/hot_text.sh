@@ -51,12 +51,15 @@ done
 name="$(basename "$lib" | sed 's/\.so.*//')"
 for f in "$tmp"/cg.*; do
   { callgrind_annotate --threshold=100 "$f" 2>/dev/null || true; } | sed -n -E "s/.*\?\?\?:([^ ']+)('[0-9]+)? \[.*$name.*/\1/p"
-done | { grep -E '^[A-Za-z_][A-Za-z0-9_.]*$' || true; } | sort -u >"$tmp/hot"
+done | { grep -E '^[A-Za-z_][A-Za-z0-9_.]*$' || true; } |
+  sed -E 's/\.(part|constprop|isra)\.[0-9]+//g' | sort -u >"$tmp/hot"
 [ "$(wc -l <"$tmp/hot")" -ge 50 ] || { echo "hot_text: callgrind named too few functions of $lib"; exit 1; }
 {
   echo "/* Written by scripts/hot_text.sh: the functions ordinary processes"
-  echo "   run, first in libbrisk's text. $(wc -l <"$tmp/hot") functions. */"
-  sed -E 's/^(.*)$/*(.text.\1)/' "$tmp/hot"
+  echo "   run, first in libbrisk's text. $(wc -l <"$tmp/hot") functions."
+  echo "   Each with its compiler's clones (name.part.N, .constprop.N, .isra.N),"
+  echo "   which come and go with the code around a call. */"
+  sed -E 's/^(.*)$/*(.text.\1 .text.\1.*)/' "$tmp/hot"
   echo "/* libgcc's helpers (__popcountdi2 where the CPU baseline has no"
   echo "   popcnt instruction): small, and called on these paths */"
   echo "*libgcc.a:*(.text .text.*)"
