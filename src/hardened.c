@@ -100,6 +100,9 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
       return false;
     }
   }
-  *slot = KIND_MALLOC;
+  /* Written only when it changes: most blocks are malloc's, and a store to
+   * a page of the table never written faults it in (and, with other
+   * threads running, shoots down their TLB entries for the zero page). */
+  if (*slot != KIND_MALLOC) *slot = KIND_MALLOC;
   return true;
 }

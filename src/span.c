@@ -129,7 +129,9 @@ static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
 
 /* Lowest slice index i (a multiple of align) with slices i..i+n-1 all in
  * mask; -1 if none. */
-static int find_run(uint64_t mask, size_t n, size_t align) {
+/* Where a run of n free slices of mask may start (aligned to align): one
+ * bit per start. */
+static uint64_t run_starts(uint64_t mask, size_t n, size_t align) {
   uint64_t run = mask;
   size_t len = 1;
   while (len < n && run) {
@@ -142,7 +144,31 @@ static int find_run(uint64_t mask, size_t n, size_t align) {
     for (size_t i = 0; i < SLICES_PER_SEGMENT; i += align) pattern |= (uint64_t)1 << i;
     run &= pattern;
   }
-  return run ? __builtin_ctzll(run) : -1;
+  return run;
+}
+
+/* The first of seg's runs of n free slices in mask, or -1. The hardened
+ * build first looks for one that leaves the guard pages where they are
+ * (guard.c), since each guard moved is an mprotect call and, with other
+ * threads running, a TLB shootdown on their CPUs: no guard inside the
+ * run, and a guard at its end for a large block (which needs one there)
+ * but not for a class page (which would lose those 4 KiB). */
+static int find_run(const segment_t *seg, uint64_t mask, size_t n, size_t align, bool large, bool strict) {
+  uint64_t run = run_starts(mask, n, align);
+  if (run == 0) return -1;
+  if (BRISK_HARDENED) {
+    uint64_t guarded = seg->guarded_slices, inside = 0;
+    for (size_t k = 0; k + 1 < n; k++) inside |= guarded >> k;
+    /* The segment's own last guard is no reason to put a large block at
+     * its end: blocks keep to the low slices, as in the default build. */
+    uint64_t last = (uint64_t)1 << (SLICES_PER_SEGMENT - 1);
+    uint64_t ends = (large ? guarded & ~last : guarded) >> (n - 1);
+    uint64_t best = run & ~inside & (large ? ends : ~ends);
+    if (best == 0 && strict) return -1; /* only such a run will do */
+    if (best == 0) best = run & ~inside;
+    if (best != 0) run = best;
+  }
+  return __builtin_ctzll(run);
 }
 
 /* Slices leave the free mask; they are no longer waiting for a purge. */
@@ -409,7 +435,8 @@ enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
  * first (the last in the directory), lowest address first, carved; NULL
  * if none. Inlined with a constant kind, each search is one mask per
  * directory entry: no segment header is read until one is chosen. */
-BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample) {
+BRISK_INLINE page_t *span_find_in(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample,
+                                  bool large, bool strict) {
   dir_check(set);
   for (size_t i = set->count; i-- > 0;) {
     const segment_dir_t *e = &set->dir[i];
@@ -418,7 +445,7 @@ BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_s
     else if (kind == FIND_LIGHT) mask &= dirty & e->light_slices;
     else if (kind == FIND_CLEAN) mask &= ~dirty;
     if (mask == 0) continue;
-    int first = find_run(mask, slices, align_slices);
+    int first = find_run(e->seg, mask, slices, align_slices, large, strict);
     if (first < 0) continue;
     segment_t *seg = e->seg;
     page_t *span = span_carve(seg, (size_t)first, slices, sample);
@@ -428,14 +455,25 @@ BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_s
   return NULL;
 }
 
+/* The hardened build looks through every segment for a run that moves no
+ * guard page (find_run) before it takes the first run it finds. */
+BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample,
+                               bool large) {
+  if (BRISK_HARDENED) {
+    page_t *span = span_find_in(set, slices, align_slices, kind, sample, large, true);
+    if (span != NULL) return span;
+  }
+  return span_find_in(set, slices, align_slices, kind, sample, large, false);
+}
+
 /* A span from a segment added to the set (a pooled or new one), in its
  * resident slices if they have room; NULL if none was added. */
 static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t align_slices, bool sample,
-                                      bool resident_only) {
+                                      bool resident_only, bool large) {
   segment_t *seg = set_add_segment(set, resident_only);
   if (seg == NULL) return NULL;
-  int first = sample ? -1 : find_run(seg->free_slices & seg->dirty_slices, slices, align_slices);
-  if (first < 0) first = find_run(seg->free_slices, slices, align_slices);
+  int first = sample ? -1 : find_run(seg, seg->free_slices & seg->dirty_slices, slices, align_slices, large, false);
+  if (first < 0) first = find_run(seg, seg->free_slices, slices, align_slices, large, false);
   if (first < 0) return NULL;
   page_t *span = span_carve(seg, (size_t)first, slices, sample);
   dir_sync(set, seg);
@@ -451,19 +489,19 @@ static page_t *span_alloc_new_segment(segment_set_t *set, size_t slices, size_t 
  * reused (which made the heap fault in fresh slices for them). Out of
  * line: the ordinary path keeps its registers. */
 static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_t slices, size_t align_slices) {
-  page_t *span = span_find(set, slices, align_slices, FIND_LIGHT, true);
-  if (span == NULL) span = span_find(set, slices, align_slices, FIND_CLEAN, true);
-  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, true);
-  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false);
+  page_t *span = span_find(set, slices, align_slices, FIND_LIGHT, true, false);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_CLEAN, true, false);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, true, false);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false, false);
 }
 
 static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
-  if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false, large);
   /* Memory another heap gave back before fresh memory of this one. */
-  if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true);
-  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false);
-  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false, false);
+  if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true, large);
+  if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false, large);
+  return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false, false, large);
 }
 
 page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool sample) {
