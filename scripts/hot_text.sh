@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Write cmake/hot-text.list: the functions of libbrisk that ordinary
+# Write cmake/hot-text.list (cmake/hot-text-hardened.list for
+# libbrisk-hardened.so): the functions of libbrisk that ordinary
 # processes run, which the shared libraries' link puts first in their text
 # (cmake/text_layout.cmake).
 #
@@ -14,11 +15,13 @@
 # resident text of a small process.
 #
 #   scripts/hot_text.sh [libbrisk.so]     (needs valgrind; after make build)
+#   scripts/hot_text.sh build/libbrisk-hardened.so
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib="$(readlink -f "${1:-build/libbrisk.so}")"
 bin=build/bench
 out=cmake/hot-text.list
+case "$(basename "$lib")" in libbrisk-hardened*) out=cmake/hot-text-hardened.list ;; esac
 [ -f "$lib" ] || { echo "hot_text: no library at $lib"; exit 1; }
 command -v valgrind >/dev/null || { echo "hot_text: valgrind is needed"; exit 1; }
 tmp="$(mktemp -d)"

@@ -7,7 +7,8 @@
 # sources'). Checked on cat and on a program that allocates blocks of
 # every size category, frees half of them on another thread and grows
 # the rest with realloc: the library's text mapping holds at most 60% of
-# its size resident. Skipped (77) when the build has no such layout
+# its size resident; the same for libbrisk-hardened.so with its list
+# (cmake/hot-text-hardened.list). Skipped (77) when the build has no such layout
 # (its linker's default script was not of the expected shape).
 set -u
 build="${BRISKTEST_BUILD_DIR:?}"
@@ -16,7 +17,6 @@ SKIP_NAME="test_text_layout"
 . "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 [ -f "$build/brisk-text.ld" ] || skip "this build has no hot-text layout ($build/brisk-text.ld missing)"
 [ -r /proc/self/smaps ] || skip "no /proc/self/smaps"
-real="$(readlink -f "$lib")"
 fail=0
 # check NAME COMMAND...: the command prints its own smaps (it is run under
 # LD_PRELOAD=libbrisk.so, so the library is mapped and has run its start-up,
@@ -24,7 +24,7 @@ fail=0
 check() {
   local what=$1
   shift
-  local out
+  local out real=$LIBRARY
   out="$(LD_PRELOAD="$real" "$@" 2>&1)" || { echo "test_text_layout: FAIL: $what did not run"; fail=1; return; }
   echo "$out" | awk -v lib="$real" -v what="$what" '
     /^[0-9a-f]+-[0-9a-f]+ / { inlib = ($2 ~ /x/ && $NF == lib); next }
@@ -37,7 +37,6 @@ check() {
       exit ok ? 0 : 1
     }' || fail=1
 }
-check "cat" sh -c 'exec cat /proc/self/smaps'
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/work.c" <<'C'
 #include <pthread.h>
@@ -76,9 +75,15 @@ int main(void) {
   return 0;
 }
 C
-if cc -O2 -pthread -fno-builtin "$tmp/work.c" -o "$tmp/work" 2>"$tmp/cc.log"; then
+cc -O2 -pthread -fno-builtin "$tmp/work.c" -o "$tmp/work" 2>"$tmp/cc.log" ||
+  { echo "test_text_layout: FAIL: the workload does not compile: $(head -3 "$tmp/cc.log")"; exit 1; }
+# Each library with its own list: libbrisk.so, and libbrisk-hardened.so
+# where it is built (its checks and guard pages are other functions).
+for LIBRARY in "$(readlink -f "$lib")" "$build/libbrisk-hardened.so"; do
+  [ -e "$LIBRARY" ] || continue
+  LIBRARY="$(readlink -f "$LIBRARY")"
+  echo "test_text_layout: $(basename "$LIBRARY")"
+  check "cat" sh -c 'exec cat /proc/self/smaps'
   check "a workload on two threads" "$tmp/work"
-else
-  echo "test_text_layout: FAIL: the workload does not compile: $(head -3 "$tmp/cc.log")"; fail=1
-fi
+done
 exit $fail
