@@ -429,6 +429,7 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
 }
 
 /* Which free slices a search takes (span_find). */
+#define STRICT_LOOK_SEGMENTS 8
 enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
 
 /* The first run of `slices` free slices of the kind asked, newest segment
@@ -438,6 +439,7 @@ enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
 BRISK_INLINE page_t *span_find_in(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample,
                                   bool large, bool strict) {
   dir_check(set);
+  size_t looked = 0;
   for (size_t i = set->count; i-- > 0;) {
     const segment_dir_t *e = &set->dir[i];
     uint64_t mask = e->free_slices, dirty = e->dirty_slices;
@@ -445,6 +447,10 @@ BRISK_INLINE page_t *span_find_in(segment_set_t *set, size_t slices, size_t alig
     else if (kind == FIND_LIGHT) mask &= dirty & e->light_slices;
     else if (kind == FIND_CLEAN) mask &= ~dirty;
     if (mask == 0) continue;
+    /* The strict look reads each candidate's header (its guards): a few
+     * at most, so that a heap of many segments does not pay one cache
+     * miss per segment for every span. */
+    if (BRISK_HARDENED && strict && looked++ == STRICT_LOOK_SEGMENTS) break;
     int first = find_run(e->seg, mask, slices, align_slices, large, strict);
     if (first < 0) continue;
     segment_t *seg = e->seg;
@@ -455,8 +461,9 @@ BRISK_INLINE page_t *span_find_in(segment_set_t *set, size_t slices, size_t alig
   return NULL;
 }
 
-/* The hardened build looks through every segment for a run that moves no
- * guard page (find_run) before it takes the first run it finds. */
+/* The hardened build looks through the newest segments with free slices
+ * (STRICT_LOOK_SEGMENTS of them) for a run that moves no guard page
+ * (find_run) before it takes the first run it finds. */
 BRISK_INLINE page_t *span_find(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample,
                                bool large) {
   if (BRISK_HARDENED) {
