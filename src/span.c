@@ -127,10 +127,8 @@ static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
   return seg;
 }
 
-/* Lowest slice index i (a multiple of align) with slices i..i+n-1 all in
- * mask; -1 if none. */
-/* Where a run of n free slices of mask may start (aligned to align): one
- * bit per start. */
+/* Where a run of n free slices of mask may start: one bit per slice index
+ * i (a multiple of align) with slices i..i+n-1 all in mask. */
 static uint64_t run_starts(uint64_t mask, size_t n, size_t align) {
   uint64_t run = mask;
   size_t len = 1;
@@ -147,12 +145,13 @@ static uint64_t run_starts(uint64_t mask, size_t n, size_t align) {
   return run;
 }
 
-/* The first of seg's runs of n free slices in mask, or -1. The hardened
- * build first looks for one that leaves the guard pages where they are
+/* The lowest start of a run of n free slices of seg in mask, or -1. The
+ * hardened build prefers a run that leaves the guard pages where they are
  * (guard.c), since each guard moved is an mprotect call and, with other
  * threads running, a TLB shootdown on their CPUs: no guard inside the
  * run, and a guard at its end for a large block (which needs one there)
- * but not for a class page (which would lose those 4 KiB). */
+ * but not for a class page (which would lose those 4 KiB). With `strict`
+ * only such a run will do. */
 static int find_run(const segment_t *seg, uint64_t mask, size_t n, size_t align, bool large, bool strict) {
   uint64_t run = run_starts(mask, n, align);
   if (run == 0) return -1;
@@ -429,13 +428,18 @@ static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
 }
 
 /* Which free slices a search takes (span_find). */
-#define STRICT_LOOK_SEGMENTS 8
 enum { FIND_RESIDENT, FIND_LIGHT, FIND_CLEAN, FIND_ANY };
+
+/* How many segments with free slices the hardened build's strict look
+ * (span_find) reads the guards of. */
+#define STRICT_LOOK_SEGMENTS 8
 
 /* The first run of `slices` free slices of the kind asked, newest segment
  * first (the last in the directory), lowest address first, carved; NULL
  * if none. Inlined with a constant kind, each search is one mask per
- * directory entry: no segment header is read until one is chosen. */
+ * directory entry: no segment header is read until one is chosen (but in
+ * the hardened build's strict look, `strict`, which reads the guards of a
+ * few). */
 BRISK_INLINE page_t *span_find_in(segment_set_t *set, size_t slices, size_t align_slices, int kind, bool sample,
                                   bool large, bool strict) {
   dir_check(set);
