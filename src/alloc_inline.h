@@ -79,20 +79,15 @@ BRISK_INLINE size_t usable_size_inline(const void *p, brisk_fn_t fn) {
 
 /* The hardened build's check of a release through fn, inline for its
  * common case: free (or any release that expects malloc's kind, unsized)
- * of a block of a segment whose kinds table says malloc. That is exactly
- * when hardened_release_ok would find nothing to report and nothing to
- * reset; everything else (another kind, huge blocks, memory brisk gave
- * back, no table) takes it. fn is a constant at every call site. */
+ * of a block whose kind byte says malloc, or that has none. That is
+ * exactly when hardened_release_ok would find nothing to report and
+ * nothing to reset; everything else takes it. fn is a constant at every
+ * call site. */
 BRISK_INLINE bool hardened_release_checked(void *p, brisk_fn_t fn) {
   if (fn != FN_DELETE && fn != FN_DELETE_ARRAY) {
-    uintptr_t a = (uintptr_t)p;
-    segment_t *seg = registry_lookup(a);
-    if (BRISK_LIKELY(seg != NULL && seg->kind != SEGMENT_RETIRED && seg->kinds != NULL)) {
-      const page_t *pg = page_of(seg, a);
-      if (BRISK_LIKELY((pg->flags & (PAGE_IN_USE | PAGE_HUGE)) == PAGE_IN_USE && a >= (uintptr_t)pg->start &&
-                       seg->kinds[(a - (uintptr_t)seg) >> 4] == KIND_MALLOC))
-        return true;
-    }
+    page_t *pg;
+    const uint8_t *slot = hardened_kind_slot(p, &pg);
+    if (BRISK_LIKELY(slot == NULL || *slot == KIND_MALLOC)) return true;
   }
   return hardened_release_ok(p, fn, false, 0, 0);
 }

@@ -10,22 +10,9 @@
 
 static const char *const kind_names[] = {"malloc", "operator new", "operator new[]"};
 
-/* The kind byte of the block at p, or NULL when brisk keeps none for it. */
-static uint8_t *kind_slot(void *p, page_t **pg_out) {
-  uintptr_t a = (uintptr_t)p;
-  segment_t *seg = registry_lookup(a);
-  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
-  page_t *pg = page_of(seg, a);
-  if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
-  *pg_out = pg;
-  if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
-  if (seg->kinds == NULL) return NULL;
-  return &seg->kinds[(a - (uintptr_t)seg) >> 4];
-}
-
 void hardened_mark(void *p, enum alloc_kind kind) {
   page_t *pg;
-  uint8_t *slot = p ? kind_slot(p, &pg) : NULL;
+  uint8_t *slot = p ? hardened_kind_slot(p, &pg) : NULL;
   if (slot != NULL) *slot = (uint8_t)kind;
 }
 
@@ -55,7 +42,7 @@ static bool class_explains(size_t size, size_t alignment, unsigned c) {
 
 bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t alignment) {
   page_t *pg = NULL;
-  uint8_t *slot = kind_slot(p, &pg);
+  uint8_t *slot = hardened_kind_slot(p, &pg);
   if (slot == NULL) return true; /* not a block: the ordinary checks report it */
   enum alloc_kind want = expected_kind(fn);
   /* A block whose first word decodes as a free-list link and whose kind is
