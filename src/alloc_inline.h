@@ -2,10 +2,10 @@
  * override.c, override_new.c). Each has one likely branch; everything else
  * is a call to a noinline function in another file.
  *
- * Expected cost (x86-64, gcc 12 -O3, to the ret): malloc(<= 1 KiB) 20
- * instructions, a local free 34 (the registry lookup, the exact block
+ * Expected cost (x86-64, gcc 12 -O3, to the ret): malloc(<= 1 KiB) 19
+ * instructions, a local free 33 (the registry lookup, the exact block
  * index and the double-free test included); a malloc(32)/free pair with
- * its calling loop 64 under callgrind. bench/fastpath_counts.txt keeps the
+ * its calling loop 62 under callgrind. bench/fastpath_counts.txt keeps the
  * measured counts (scripts/fastpath_counts.sh writes it); the test
  * tests/test_fastpath_counts.sh fails if one grows, and if one falls until
  * the record is written again.

@@ -77,7 +77,9 @@ typedef struct page_s {
                              large block's usable bytes are block_size */
   struct class_cache_s *ccache; /* PAGE_CACHED: its heap's cache of its class,
                                    where page_notify puts its frees */
-  uint32_t area;          /* capacity * block_size: malloc's range check of free */
+  /* capacity * block_size: malloc's range check of free. 64 bits so that
+   * the check compares with memory directly (no load into a register). */
+  uint64_t area;
   uint32_t capacity;      /* blocks that fit */
   uint32_t block_size;
   uint16_t size_class;    /* 0 for large and huge */
@@ -85,7 +87,7 @@ typedef struct page_s {
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - 18];
+  uint8_t pad_fixed_[64 - 6 * sizeof(void *) - 14];
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
@@ -93,7 +95,8 @@ typedef struct page_s {
                              free that brings it below 0 calls page_notify */
   struct page_s *next;    /* class queue or full list */
   struct page_s *prev;
-  uint32_t reserved;      /* blocks carved so far */
+  uint64_t reserved;      /* blocks carved so far (64 bits: free's check of the
+                             block index compares with it in memory) */
   uint32_t notify_at;     /* free calls page_notify when used drops to this
                              (page_set_notify_at); UINT32_MAX: every free */
   uint32_t prof_slot;     /* the profiler's record of the block, if it was sampled
@@ -103,7 +106,7 @@ typedef struct page_s {
   uint16_t prof_block;    /* PAGE_HOLDS_SAMPLE: the sampled block's index + 1 */
   uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
                              (owner only; page_list_of) */
-  uint8_t pad_owner_[64 - 5 * sizeof(void *) - 17];
+  uint8_t pad_owner_[64 - 6 * sizeof(void *) - 13];
 } page_t;
 
 /* Blocks of pg handed out and not back (the invariant above). */
