@@ -87,7 +87,7 @@ typedef struct page_s {
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_fixed_[64 - 6 * sizeof(void *) - 14];
+  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 14];
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
@@ -106,7 +106,7 @@ typedef struct page_s {
   uint16_t prof_block;    /* PAGE_HOLDS_SAMPLE: the sampled block's index + 1 */
   uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
                              (owner only; page_list_of) */
-  uint8_t pad_owner_[64 - 6 * sizeof(void *) - 13];
+  uint8_t pad_owner_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 13];
 } page_t;
 
 /* Blocks of pg handed out and not back (the invariant above). */
