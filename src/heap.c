@@ -349,14 +349,12 @@ static page_t *large_span(heap_t *h, size_t slices, size_t align_slices, size_t 
   /* A sample of a quarter slice or less leaves most of its span untouched:
    * a light span (span.h) */
   if (sampled) return span_alloc(&h->segments, slices, align_slices, size <= SLICE_SIZE / 4);
-  page_t *pg = NULL;
-  if (align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX) pg = span_cache_take_large(&h->segments, slices, size);
-  return pg != NULL ? pg : span_alloc_large(&h->segments, slices, align_slices, size);
+  return span_alloc_large(&h->segments, slices, align_slices, size);
 }
 
 static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled) {
   /* Large blocks freed by other threads come back through the inbox. */
-  heap_drain_inbox(h);
+  if (atomic_load_relaxed(&h->inbox) & INBOX_PTR_MASK) heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
   page_t *pg = large_span(h, slices, align_slices, size, sampled);

@@ -435,8 +435,8 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
       prof_forget_owned(pg, h);
       span_free_uncached(&h->segments, pg);
-    } else if (pg->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large(&h->segments, pg)) {
-      span_free(&h->segments, pg);
+    } else {
+      span_free_large(&h->segments, pg);
     }
   } else {
     page_link_local(pg, b);

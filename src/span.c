@@ -344,45 +344,38 @@ static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align, 
   return NULL;
 }
 
-/* The common cases of a large block, each in one short hold of the lock:
- * a freed block's span kept whole, and a new block of the same size taking
- * the newest such span back. Any other case (a first put since the cache
- * was emptied, which sets its deadline; a put that makes the cache worth
- * a purger thread; a full stack; a stack whose top is a class page's
- * span) is left to the general path. */
-page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size) {
-  page_t *span = NULL;
-  lock_acquire(&set->lock);
+/* The common cases of a large block, short paths under the lock that
+ * span_alloc_large and span_free_large take once either way: a new block
+ * taking back the newest span the cache kept for a block of its size, and
+ * a freed block's span kept whole. Any other case (a first put since the
+ * cache was emptied, which sets its deadline; a put that makes the cache
+ * worth a purger thread; a full stack; a stack whose top is a class
+ * page's span) is left to the general path. */
+static page_t *span_cache_take_large_locked(segment_set_t *set, size_t slices, size_t size) {
   uint32_t k = set->cached_n[slices - 1];
-  if (k != 0 && (set->cached[slices - 1][k - 1]->flags & PAGE_LARGE)) {
-    span = span_cache_pop(set, slices);
-    span->flags = PAGE_IN_USE | PAGE_LARGE;
-    span->block_size = (uint32_t)large_usable(span, size);
-    /* not fresh: what an earlier block wrote past this one's end may be
-     * resident (no delay of 0 here: then nothing is cached) */
-    if (large_has_tail(span)) large_tail_later(set, span);
-  }
-  lock_release(&set->lock);
+  if (k == 0 || !(set->cached[slices - 1][k - 1]->flags & PAGE_LARGE)) return NULL;
+  page_t *span = span_cache_pop(set, slices);
+  span->flags = PAGE_IN_USE | PAGE_LARGE;
+  span->block_size = (uint32_t)large_usable(span, size);
+  /* not fresh: what an earlier block wrote past this one's end may be
+   * resident (no delay of 0 here: then nothing is cached) */
+  if (large_has_tail(span)) large_tail_later(set, span);
   return span;
 }
 
-bool span_cache_put_large(segment_set_t *set, page_t *span) {
+static bool span_cache_put_large_locked(segment_set_t *set, page_t *span) {
   size_t n = span->slice_count;
-  bool kept = false;
-  lock_acquire(&set->lock);
   uint32_t slices = set->cached_slices + (uint32_t)n;
-  if (!BRISK_HARDENED && set->cache_at_ms != 0 && set->cached_n[n - 1] < SPAN_CACHE_DEPTH &&
-      slices <= SPAN_CACHE_SLICES && (slices < PURGE_WORTH_A_THREAD || set->cached_slices >= PURGE_WORTH_A_THREAD)) {
-    span_cache_push(set, span, n);
-    segment_t *seg = segment_of_page(span);
-    uint64_t head = ~((uint64_t)1 << span_first_slice(seg, span));
-    seg->tails &= head;
-    seg->tails_later &= head;
-    span_keep_large(span);
-    kept = true;
-  }
-  lock_release(&set->lock);
-  return kept;
+  if (BRISK_HARDENED || set->cache_at_ms == 0 || set->cached_n[n - 1] >= SPAN_CACHE_DEPTH ||
+      slices > SPAN_CACHE_SLICES || (slices >= PURGE_WORTH_A_THREAD && set->cached_slices < PURGE_WORTH_A_THREAD))
+    return false;
+  span_cache_push(set, span, n);
+  segment_t *seg = segment_of_page(span);
+  uint64_t head = ~((uint64_t)1 << span_first_slice(seg, span));
+  seg->tails &= head;
+  seg->tails_later &= head;
+  span_keep_large(span);
+  return true;
 }
 
 /* Cached spans of seg that overlap `bits` go back to their segment: a
@@ -530,10 +523,13 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size);
 page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices, size_t size) {
   if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
   lock_acquire(&set->lock);
-  page_t *span = span_alloc_locked(set, slices, align_slices, true);
-  if (span != NULL) {
-    span->flags |= PAGE_LARGE;
-    large_resize_locked(set, span, size);
+  page_t *span = align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX ? span_cache_take_large_locked(set, slices, size) : NULL;
+  if (span == NULL) {
+    span = span_alloc_locked(set, slices, align_slices, true);
+    if (span != NULL) {
+      span->flags |= PAGE_LARGE;
+      large_resize_locked(set, span, size);
+    }
   }
   lock_release(&set->lock);
   return span;
@@ -592,6 +588,13 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
 void span_free(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
   span_free_locked(set, span, true);
+  lock_release(&set->lock);
+}
+
+void span_free_large(segment_set_t *set, page_t *span) {
+  lock_acquire(&set->lock);
+  if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
+    span_free_locked(set, span, true);
   lock_release(&set->lock);
 }
 

@@ -69,16 +69,10 @@ BRISK_INTERNAL page_t *span_alloc(segment_set_t *set, size_t slices, size_t alig
 /* The span of a new large block of `size` bytes (not a sample), made a
  * large block's (PAGE_LARGE) with its usable size (block_size) and its
  * resident tail's purge arranged (span_large_resize), all under one hold
- * of the lock. A span the cache kept for a large block comes back with
- * its old descriptor (the caller sets what a block's life changes). */
+ * of the lock. The newest span the cache kept for a large block of as
+ * many slices comes first, with its old descriptor (the caller sets what
+ * a block's life changes). */
 BRISK_INTERNAL page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices, size_t size);
-/* A large block's fast cases (span.c, "the span cache"): the newest span
- * of `slices` (at most SPAN_CACHE_SPAN_MAX) that a large block left in the
- * cache, taken back for a new block of `size` bytes with its usable size
- * set, or NULL; and a freed large block's span kept there, or false (then
- * span_free). */
-BRISK_INTERNAL page_t *span_cache_take_large(segment_set_t *set, size_t slices, size_t size);
-BRISK_INTERNAL bool span_cache_put_large(segment_set_t *set, page_t *span);
 /* Slices of a large block of `size` bytes (with room for its guard page in
  * the hardened build). */
 BRISK_INLINE size_t large_slices(size_t size) {
@@ -97,6 +91,10 @@ BRISK_INLINE size_t large_usable_size(size_t size) {
  * of its size, or to its segment; either way its memory is purged after
  * the delay. */
 BRISK_INTERNAL void span_free(segment_set_t *set, page_t *span);
+/* span_free of a large block's span (not sampled), in one hold of the
+ * lock: kept whole for a block of its size with its descriptor as it is,
+ * in the common case, else as span_free gives it. */
+BRISK_INTERNAL void span_free_large(segment_set_t *set, page_t *span);
 /* The same, never cached: the slices are free for any span at once (the
  * span of a block the profiler sampled, which class pages should reuse:
  * cached, such spans kept a class page's worth of slices each from them,
