@@ -351,15 +351,11 @@ static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align, 
  * cache was emptied, which sets its deadline; a put that makes the cache
  * worth a purger thread; a full stack; a stack whose top is a class
  * page's span) is left to the general path. */
-static page_t *span_cache_take_large_locked(segment_set_t *set, size_t slices, size_t size) {
+static page_t *span_cache_take_large_locked(segment_set_t *set, size_t slices) {
   uint32_t k = set->cached_n[slices - 1];
   if (k == 0 || !(set->cached[slices - 1][k - 1]->flags & PAGE_LARGE)) return NULL;
   page_t *span = span_cache_pop(set, slices);
   span->flags = PAGE_IN_USE | PAGE_LARGE;
-  span->block_size = (uint32_t)large_usable(span, size);
-  /* not fresh: what an earlier block wrote past this one's end may be
-   * resident (no delay of 0 here: then nothing is cached) */
-  if (large_has_tail(span)) large_tail_later(set, span);
   return span;
 }
 
@@ -523,14 +519,14 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size);
 page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices, size_t size) {
   if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
   lock_acquire(&set->lock);
-  page_t *span = align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX ? span_cache_take_large_locked(set, slices, size) : NULL;
+  page_t *span = align_slices == 1 && slices <= SPAN_CACHE_SPAN_MAX ? span_cache_take_large_locked(set, slices) : NULL;
   if (span == NULL) {
     span = span_alloc_locked(set, slices, align_slices, true);
-    if (span != NULL) {
-      span->flags |= PAGE_LARGE;
-      large_resize_locked(set, span, size);
-    }
+    if (span != NULL) span->flags |= PAGE_LARGE;
   }
+  /* A cached span is not fresh: what an earlier block wrote past this
+   * one's end may be resident, and its tail is marked for the purge. */
+  if (span != NULL) large_resize_locked(set, span, size);
   lock_release(&set->lock);
   return span;
 }
