@@ -138,6 +138,21 @@ BRISK_API int brisk_option_set(const char *name, long value);
  * brisk_fault_injection(-1, 0) switches it off. Also set at start-up by
  * BRISK_FAULT_AFTER and BRISK_FAULT_RATE. */
 BRISK_API void brisk_fault_injection(long fail_after, unsigned fail_per_million);
+/* Testing: which system calls brisk_fault_injection makes fail, as a set
+ * of these bits (also BRISK_FAULT_CALLS at start-up; by default
+ * BRISK_FAULT_MMAP). Each fails as the kernel would refuse it: mmap and a
+ * growing mremap with ENOMEM, munmap with ENOMEM (a split past
+ * vm.max_map_count), madvise(MADV_DONTNEED) with EINVAL (locked memory),
+ * mremap with ENOMEM, mprotect with ENOMEM, the background thread's start
+ * with EAGAIN. */
+#define BRISK_FAULT_MMAP 1u
+#define BRISK_FAULT_MUNMAP 2u
+#define BRISK_FAULT_MADVISE 4u
+#define BRISK_FAULT_MREMAP 8u
+#define BRISK_FAULT_MPROTECT 16u
+#define BRISK_FAULT_THREAD 32u
+#define BRISK_FAULT_ALL 63u
+BRISK_API void brisk_fault_injection_calls(unsigned kinds);
 
 /* ---------------------------------------------------------------------------
  * First-class heaps. A heap allocates on the thread that created it (any

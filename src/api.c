@@ -95,6 +95,8 @@ BRISK_EXPORT void brisk_fault_injection(long fail_after, unsigned fail_per_milli
   os_fault_injection(fail_after < 0 ? -1 : (int64_t)fail_after, fail_per_million);
 }
 
+BRISK_EXPORT void brisk_fault_injection_calls(unsigned kinds) { os_fault_kinds(kinds); }
+
 BRISK_EXPORT int brisk_profile_start(const char *prefix) {
   process_init();
   return prof_start(prefix);

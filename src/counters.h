@@ -24,6 +24,9 @@
   X(munmap_calls, COUNT, "munmap calls")                                      \
   X(madvise_calls, COUNT, "madvise calls (purges)")                           \
   X(purged_bytes, COUNT, "bytes returned to the OS by purge")                 \
+  X(purge_failures, COUNT, "purges the OS refused (locked memory): kept resident, not known zero") \
+  X(unmap_failures, COUNT, "munmap calls the OS refused: the memory stays mapped and is kept or left unused") \
+  X(protect_failures, COUNT, "mprotect calls of guard pages the OS refused (each reported)") \
   X(huge_allocs, COUNT, "huge allocations")                                   \
   X(large_allocs, COUNT, "large allocations")                                 \
   X(remote_batches, COUNT, "batches of remote frees handed over")             \

@@ -4,7 +4,9 @@
  * steady workload makes no mprotect call per allocation. */
 #include "guard.h"
 
+#include "counters.h"
 #include "platform.h"
+#include "report.h"
 
 #define LAST_SLICE_BIT ((uint64_t)1 << (SLICES_PER_SEGMENT - 1))
 
@@ -13,20 +15,41 @@ static uint8_t *slice_guard(segment_t *seg, size_t i) {
   return (uint8_t *)seg + (i + 1) * SLICE_SIZE - HARDENED_GUARD;
 }
 
-void guard_segment(segment_t *seg) {
-  os_protect(slice_guard(seg, 0), HARDENED_GUARD, false);
-  os_protect(slice_guard(seg, SLICES_PER_SEGMENT - 1), HARDENED_GUARD, false);
-  seg->guarded_slices = 1 | LAST_SLICE_BIT;
+/* Place a guard; a refusal of the OS is reported: the memory it would
+ * have guarded is used without it. */
+static bool guard_place(void *p) {
+  int err = os_protect(p, HARDENED_GUARD, false);
+  if (err == 0) return true;
+  STAT_COUNT(protect_failures, 1);
+  report_warning("mprotect of the guard page at %p failed (%s): the memory before it has no guard",
+                 p, os_error_name(err));
+  return false;
 }
 
-void guard_lift(segment_t *seg, uint64_t mask) {
+void guard_segment(segment_t *seg) {
+  seg->guarded_slices = 0;
+  if (guard_place(slice_guard(seg, 0))) seg->guarded_slices |= 1;
+  if (guard_place(slice_guard(seg, SLICES_PER_SEGMENT - 1))) seg->guarded_slices |= LAST_SLICE_BIT;
+}
+
+bool guard_lift(segment_t *seg, uint64_t mask) {
   uint64_t stale = seg->guarded_slices & mask & ~LAST_SLICE_BIT;
+  bool all = true;
   while (stale) {
     unsigned i = (unsigned)__builtin_ctzll(stale);
     stale &= stale - 1;
-    os_protect(slice_guard(seg, i), HARDENED_GUARD, true);
+    int err = os_protect(slice_guard(seg, i), HARDENED_GUARD, true);
+    if (err != 0) {
+      /* Still a guard, and still marked one: no span may cover it. */
+      STAT_COUNT(protect_failures, 1);
+      report_warning("mprotect lifting the guard page at %p failed (%s): its slices are not used",
+                     (void *)slice_guard(seg, i), os_error_name(err));
+      all = false;
+      continue;
+    }
     seg->guarded_slices &= ~((uint64_t)1 << i);
   }
+  return all;
 }
 
 void guard_span_tail(page_t *span) {
@@ -36,9 +59,9 @@ void guard_span_tail(page_t *span) {
   uint64_t bit = (uint64_t)1 << last;
   /* (span_carve took the guard's 4 KiB off span_bytes already if present) */
   if (seg->guarded_slices & bit) return; /* left by an earlier block: no system call */
-  if (os_protect(span->start + span->span_bytes, HARDENED_GUARD, false) == 0) seg->guarded_slices |= bit;
+  if (guard_place(span->start + span->span_bytes)) seg->guarded_slices |= bit;
 }
 
 void guard_huge_tail(segment_t *seg, size_t mapped) {
-  os_protect((uint8_t *)seg + mapped - HARDENED_GUARD, HARDENED_GUARD, false);
+  guard_place((uint8_t *)seg + mapped - HARDENED_GUARD);
 }

@@ -12,8 +12,11 @@
  * (an overflow does not reach the next region). */
 BRISK_INTERNAL void guard_segment(segment_t *seg);
 /* Make the guards at the end of the slices in `mask` accessible again (the
- * segment's last slice keeps its guard for good). */
-BRISK_INTERNAL void guard_lift(segment_t *seg, uint64_t mask);
+ * segment's last slice keeps its guard for good). false when the OS
+ * refused one: it stays a guard, marked in guarded_slices, and the caller
+ * must not use those slices. Every refusal of the OS to place or lift a
+ * guard is reported (a warning) and counted (protect_failures). */
+BRISK_INTERNAL bool guard_lift(segment_t *seg, uint64_t mask);
 /* The last 4 KiB of a large block's span become a guard page; span_bytes
  * no longer covers them. */
 BRISK_INTERNAL void guard_span_tail(page_t *span);

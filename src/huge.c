@@ -181,10 +181,20 @@ static bool huge_make_room_locked(size_t bytes, size_t slots, segment_t **out) {
   return huge_retained_locked() + bytes <= HUGE_RETAIN_MAX;
 }
 
+/* Unmap a huge mapping that holds no block (freed or cached). If the OS
+ * refuses (a split past vm.max_map_count), the mapping is left unused:
+ * the registry names it returned, so no free can reach it, and its pages
+ * are purged; it stays counted as mapped. */
+static void huge_unmap(segment_t *seg) {
+  if (segment_unmap(seg)) return;
+  registry_set((uintptr_t)seg, seg->mapped_size, segment_marker(seg));
+  os_purge(seg, seg->mapped_size);
+}
+
 static void huge_unmap_list(segment_t *list) {
   while (list) {
     segment_t *next = list->next;
-    segment_unmap(list);
+    huge_unmap(list);
     list = next;
   }
 }
@@ -218,13 +228,13 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   if (take == NULL) return NULL;
   size_t old = take->mapped_size;
   if (*tail == 0 && old > need && !huge_shrink(take, need)) {
-    segment_unmap(take);
+    huge_unmap(take);
     return NULL;
   }
   if (old < need && !huge_grow(take, need)) {
     void *moved;
     if (os_remap_move(take, old, need, SEGMENT_SIZE, &moved) != 0) {
-      segment_unmap(take);
+      huge_unmap(take);
       return NULL;
     }
     /* The registry still names the old range returned (it was cached). */
@@ -337,7 +347,7 @@ void huge_free(page_t *pg) {
   huge_tail_detach(seg);
   STAT_LEVEL(huge_blocks, -1);
   STAT_LEVEL(huge_bytes, -(int64_t)seg->mapped_size);
-  if (!huge_cache_put(seg)) segment_unmap(seg);
+  if (!huge_cache_put(seg)) huge_unmap(seg);
 }
 
 /* The hardened build's guard page ends a huge mapping (huge_alloc): a

@@ -179,6 +179,8 @@ typedef struct segment_s {
   uint32_t trimming;                  /* its tail is being trimmed: free waits */
   uint32_t dir_slot;                  /* in its heap's set: its entry in the set's
                                          directory (span.h, segment_dir_t) */
+  uint32_t purge_refused;             /* in the pool: the OS refused its purge (locked
+                                         memory), so it is unmapped instead */
   struct segment_s *tail_next;
   struct segment_s *tail_prev;
   _Alignas(2 * BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT]; /* each its own pair of lines */

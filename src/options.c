@@ -135,6 +135,7 @@ void options_init(void) {
   }
   report_set_abort_on_error(option_load(on_error) == ON_ERROR_ABORT);
   if (option_load(show_stats)) os_keep_stderr();
+  os_fault_kinds((uint32_t)option_load(fault_calls));
   if (option_load(fault_after) >= 0 || option_load(fault_rate) > 0)
     os_fault_injection(option_load(fault_after), (uint32_t)option_load(fault_rate));
   if (option_load(verbose)) {

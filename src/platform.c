@@ -21,10 +21,13 @@
 
 extern char **environ;
 
-/* Fault injection (BRISK_FAULT_AFTER, BRISK_FAULT_RATE, or
- * brisk_fault_injection): requests for memory fail as if the OS had none. */
-static _Atomic(int64_t) fault_after = -1;     /* requests left before failing; -1: off */
+/* Fault injection (BRISK_FAULT_AFTER, BRISK_FAULT_RATE, BRISK_FAULT_CALLS,
+ * or brisk_fault_injection and brisk_fault_injection_calls): the calls of
+ * the kinds chosen fail as if the OS had refused them, each with the errno
+ * value the kernel gives for that kind of refusal. */
+static _Atomic(int64_t) fault_after = -1;     /* calls left before failing; -1: off */
 static _Atomic(uint32_t) fault_per_million;
+static _Atomic(uint32_t) fault_kinds = OS_FAULT_MEMORY;
 static _Atomic(uint64_t) fault_rng = 0x853c49e6748fea9bull;
 
 void os_fault_injection(int64_t after, uint32_t per_million) {
@@ -32,7 +35,12 @@ void os_fault_injection(int64_t after, uint32_t per_million) {
   atomic_store_explicit(&fault_after, after, memory_order_relaxed);
 }
 
-static bool fault_now(void) {
+void os_fault_kinds(uint32_t kinds) {
+  atomic_store_explicit(&fault_kinds, kinds & OS_FAULT_ALL, memory_order_relaxed);
+}
+
+static bool fault_now(uint32_t kind) {
+  if (!(atomic_load_explicit(&fault_kinds, memory_order_relaxed) & kind)) return false;
   int64_t left = atomic_load_explicit(&fault_after, memory_order_relaxed);
   if (left >= 0) {
     if (left == 0) return true;
@@ -48,7 +56,7 @@ static bool fault_now(void) {
 }
 
 static int map_raw(size_t size, void **out) {
-  if (fault_now()) return ENOMEM;
+  if (fault_now(OS_FAULT_MMAP)) return ENOMEM;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   STAT_COUNT(mmap_calls, 1);
@@ -90,14 +98,21 @@ int os_map_huge_pages(size_t size, size_t align, void **out) { return map_aligne
 
 int os_unmap(void *p, size_t size) {
   STAT_COUNT(munmap_calls, 1);
-  if (munmap(p, size) != 0) return errno;
-  return 0;
+  /* ENOMEM: the unmap would split a mapping past vm.max_map_count */
+  int err = fault_now(OS_FAULT_MUNMAP) ? ENOMEM : munmap(p, size) != 0 ? errno : 0;
+  if (err) STAT_COUNT(unmap_failures, 1);
+  return err;
 }
 
 int os_purge(void *p, size_t size) {
   STAT_COUNT(madvise_calls, 1);
+  /* EINVAL: locked pages (mlock, mlockall) cannot be dropped */
+  int err = fault_now(OS_FAULT_PURGE) ? EINVAL : madvise(p, size, MADV_DONTNEED) != 0 ? errno : 0;
+  if (err) {
+    STAT_COUNT(purge_failures, 1);
+    return err;
+  }
   STAT_COUNT(purged_bytes, (int64_t)size);
-  if (madvise(p, size, MADV_DONTNEED) != 0) return errno;
   return 0;
 }
 
@@ -119,7 +134,7 @@ int os_purge(void *p, size_t size) {
 
 int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   if (new_size > old_size && !REMAP_GROWS) return ENOTSUP;
-  if (new_size > old_size && fault_now()) return ENOMEM;
+  if (fault_now(new_size > old_size ? OS_FAULT_MMAP | OS_FAULT_MREMAP : OS_FAULT_MREMAP)) return ENOMEM;
   void *q = mremap(p, old_size, new_size, 0);
   if (q == MAP_FAILED) return errno;
   return 0;
@@ -130,7 +145,8 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
   void *target;
   int err = os_map_aligned(new_size, align, &target); /* an aligned place, replaced below */
   if (err) return err;
-  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  void *q = fault_now(OS_FAULT_MREMAP) ? (errno = ENOMEM, MAP_FAILED)
+                                       : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
   if (q == MAP_FAILED) {
     err = errno ? errno : ENOMEM;
     os_unmap(target, new_size);
@@ -143,6 +159,7 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
 }
 
 int os_protect(void *p, size_t size, bool accessible) {
+  if (fault_now(OS_FAULT_MPROTECT)) return ENOMEM;
   if (mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) return errno;
   return 0;
 }
@@ -291,7 +308,7 @@ int os_thread_start(void *(*fn)(void *), void *arg) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_t t;
-  int err = pthread_create(&t, &attr, fn, arg);
+  int err = fault_now(OS_FAULT_THREAD) ? EAGAIN : pthread_create(&t, &attr, fn, arg);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   errno = saved;

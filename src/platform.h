@@ -18,11 +18,17 @@ BRISK_INTERNAL int os_map_aligned(size_t size, size_t align, void **out);
 /* The same, for memory that may be backed by transparent huge pages
  * (MADV_HUGEPAGE: where the kernel's setting is "madvise" or "always"). */
 BRISK_INTERNAL int os_map_huge_pages(size_t size, size_t align, void **out);
-/* Unmap a range obtained from os_map_aligned (or a page-aligned part). */
+/* Unmap a range obtained from os_map_aligned (or a page-aligned part).
+ * It can fail (ENOMEM when the unmap splits a mapping and the process is
+ * at vm.max_map_count): the range then stays mapped, and the caller keeps
+ * it, or leaves it mapped and unused, counted in unmap_failures. */
 BRISK_INTERNAL int os_unmap(void *p, size_t size);
 /* Give the physical pages of a range back to the OS now: the range stays
  * mapped, its resident size drops at once (MADV_DONTNEED, not MADV_FREE,
- * so RSS as the kernel reports it falls), and it reads as zero later. */
+ * so RSS as the kernel reports it falls), and it reads as zero later.
+ * Only on success (0): it fails on locked memory (EINVAL under mlock or
+ * mlockall), and then the range keeps its contents and stays resident;
+ * the caller must count it so and never take it for zero. */
 BRISK_INTERNAL int os_purge(void *p, size_t size);
 /* Grow or shrink a mapping without moving it; ENOMEM when the address
  * space after it is taken. */
@@ -32,10 +38,24 @@ BRISK_INTERNAL int os_remap_in_place(void *p, size_t old_size, size_t new_size);
  * the old range is no longer mapped. *out gets the new address. On failure
  * the mapping stays where it was. */
 BRISK_INTERNAL int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void **out);
-/* Make requests for memory fail: all of them after `after` more (-1: no
- * limit), and each with probability per_million / 10^6. */
+/* Fault injection, for tests: calls of the kinds in os_fault_kinds fail,
+ * all of them after `after` more (-1: no limit), and each with
+ * probability per_million / 10^6. The kinds are brisk.h's
+ * BRISK_FAULT_* bits; by default requests for memory (OS_FAULT_MEMORY). */
+enum {
+  OS_FAULT_MMAP = 1,     /* mmap, and mremap that grows: ENOMEM */
+  OS_FAULT_MUNMAP = 2,   /* munmap: ENOMEM */
+  OS_FAULT_PURGE = 4,    /* madvise(MADV_DONTNEED): EINVAL */
+  OS_FAULT_MREMAP = 8,   /* any mremap: ENOMEM */
+  OS_FAULT_MPROTECT = 16, /* mprotect: ENOMEM */
+  OS_FAULT_THREAD = 32,  /* the background thread's start: EAGAIN */
+  OS_FAULT_ALL = 63,
+  OS_FAULT_MEMORY = OS_FAULT_MMAP,
+};
 BRISK_INTERNAL void os_fault_injection(int64_t after, uint32_t per_million);
-/* Make a page-aligned range inaccessible (a guard) or accessible again. */
+BRISK_INTERNAL void os_fault_kinds(uint32_t kinds);
+/* Make a page-aligned range inaccessible (a guard) or accessible again.
+ * On failure (ENOMEM) the range keeps its protection. */
 BRISK_INTERNAL int os_protect(void *p, size_t size, bool accessible);
 /* Reserve a range of zero-filled address space once; for the registry. */
 BRISK_INTERNAL int os_reserve_table(size_t size, void **out);

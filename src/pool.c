@@ -49,7 +49,7 @@ uint64_t pool_maintain(uint64_t now, bool force) {
     bool due = force || now >= seg->idle_since_ms + delay;
     if (seg->purging) {
       /* another pass purges it right now */
-    } else if (seen > keep && (!seg->keep_until_due || due)) {
+    } else if ((seen > keep || seg->purge_refused) && (!seg->keep_until_due || due)) {
       /* The newest `keep` stay mapped (purged once due); the rest go back
        * to the OS at once, so RSS falls right after a burst, except the
        * segments of a destroyed heap, which go after the delay. */
@@ -69,20 +69,42 @@ uint64_t pool_maintain(uint64_t now, bool force) {
     seg = after;
   }
   lock_release(&pool_guard);
-  for (size_t i = 0; i < npurge; i++) segment_purge_slices(purge[i], purge[i]->purging);
+  uint64_t kept[POOL_PURGES_PER_PASS];
+  for (size_t i = 0; i < npurge; i++) kept[i] = segment_purge_slices(purge[i], purge[i]->purging);
+  segment_t *again = NULL; /* segments the OS refused to unmap */
   while (unmap) {
     segment_t *after = unmap->next;
-    segment_unmap(unmap);
+    if (!segment_unmap(unmap)) {
+      unmap->next = again;
+      again = unmap;
+    }
     unmap = after;
   }
-  if (npurge) {
+  if (npurge || again) {
     lock_acquire(&pool_guard);
     for (size_t i = 0; i < npurge; i++) {
-      if (seg_resident(purge[i])) atomic_sub_relaxed(&pool_resident, 1);
-      purge[i]->dirty_slices = 0;
+      bool resident = seg_resident(purge[i]);
+      /* Slices the OS refused to purge (locked memory) keep their
+       * contents: still dirty. Such a segment leaves the pool for the OS
+       * (unmapping locked memory works) rather than stay resident. */
+      purge[i]->dirty_slices = kept[i];
       purge[i]->purge_slices = 0;
       purge[i]->purge_later = 0;
       purge[i]->purging = 0;
+      if (resident && !seg_resident(purge[i])) atomic_sub_relaxed(&pool_resident, 1);
+      if (kept[i]) {
+        purge[i]->purge_refused = 1;
+        if (next == 0 || now + 1 < next) next = now + 1; /* unmapped at the next pass */
+      }
+    }
+    /* Refused unmaps stay pooled, tried again at the next pass. */
+    while (again) {
+      segment_t *after = again->next;
+      LIST_PUSH_FRONT(&pool_list, again, next, prev);
+      atomic_add_relaxed(&pool_count, 1);
+      if (seg_resident(again)) atomic_add_relaxed(&pool_resident, 1);
+      again->idle_since_ms = now;
+      again = after;
     }
     lock_release(&pool_guard);
   }
@@ -91,6 +113,7 @@ uint64_t pool_maintain(uint64_t now, bool force) {
 
 void pool_put(segment_t *seg, bool keep_until_due) {
   seg->keep_until_due = keep_until_due;
+  seg->purge_refused = 0;
   /* The pool purges by idle time; a set that takes it starts afresh. */
   seg->purge_slices = 0;
   seg->purge_later = 0;

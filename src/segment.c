@@ -56,8 +56,8 @@ segment_t *segment_map(void) {
   segment_t *seg = p;
   segment_init_header(seg, SEGMENT_SIZE, SEGMENT_NORMAL);
   if (BRISK_HARDENED && !segment_harden(seg)) {
-    os_unmap(p, SEGMENT_SIZE);
-    STAT_LEVEL(mapped_bytes, -(int64_t)SEGMENT_SIZE);
+    /* Never registered: if it cannot be unmapped, it stays mapped unused */
+    if (os_unmap(p, SEGMENT_SIZE) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)SEGMENT_SIZE);
     return NULL;
   }
   seg->destroyed = 0;
@@ -66,24 +66,39 @@ segment_t *segment_map(void) {
   return seg;
 }
 
-void segment_unmap(segment_t *seg) {
+bool segment_unmap(segment_t *seg) {
   size_t size = seg->mapped_size;
+  uint32_t kind = seg->kind;
+  uint8_t *kinds = seg->kinds;
+  segment_t *before = registry_lookup((uintptr_t)seg);
+  /* The marker first: a mapping made at this address after the unmap
+   * registers itself, and must not be overwritten by us. */
   registry_set((uintptr_t)seg, size, segment_marker(seg));
-  STAT_LEVEL(mapped_bytes, -(int64_t)size);
-  if (seg->kind == SEGMENT_NORMAL) STAT_LEVEL(segments, -1);
-  if (BRISK_HARDENED && seg->kinds != NULL) {
-    os_unmap(seg->kinds, KINDS_TABLE_BYTES);
-    STAT_LEVEL(mapped_bytes, -(int64_t)KINDS_TABLE_BYTES);
+  if (os_unmap(seg, size) != 0) {
+    /* Still mapped: registered as before, for the caller to keep or to
+     * leave unused. */
+    registry_set((uintptr_t)seg, size, before);
+    return false;
   }
-  os_unmap(seg, size);
+  /* (seg is gone: only what was read before) */
+  STAT_LEVEL(mapped_bytes, -(int64_t)size);
+  if (kind == SEGMENT_NORMAL) STAT_LEVEL(segments, -1);
+  /* The kinds table is the hardened build's metadata, apart from the
+   * segment: if it cannot go, its few pages stay mapped and unused. */
+  if (BRISK_HARDENED && kinds != NULL && os_unmap(kinds, KINDS_TABLE_BYTES) == 0)
+    STAT_LEVEL(mapped_bytes, -(int64_t)KINDS_TABLE_BYTES);
+  return true;
 }
 
-void segment_purge_slices(segment_t *seg, uint64_t mask) {
+uint64_t segment_purge_slices(segment_t *seg, uint64_t mask) {
+  uint64_t kept = 0;
   while (mask) {
     unsigned first = (unsigned)__builtin_ctzll(mask);
     uint64_t run = mask >> first;
     unsigned len = (~run == 0) ? 64 - first : (unsigned)__builtin_ctzll(~run);
-    os_purge((uint8_t *)seg + (size_t)first * SLICE_SIZE, (size_t)len * SLICE_SIZE);
+    if (os_purge((uint8_t *)seg + (size_t)first * SLICE_SIZE, (size_t)len * SLICE_SIZE) != 0)
+      kept |= slice_bits(first, len);
     mask &= ~slice_bits(first, len);
   }
+  return kept;
 }

@@ -194,20 +194,19 @@ static page_t *span_head_init(segment_t *seg, size_t first, size_t n, bool zero)
 
 static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
   uint64_t bits = slice_bits(first, n);
+  uint64_t last_bit = (uint64_t)1 << (first + n - 1);
+  /* Hardened: guards left by earlier large blocks inside the new span are
+   * lifted first; if the OS refuses, the run is not used (NULL). */
+  if (BRISK_HARDENED && !guard_lift(seg, bits & ~last_bit)) return NULL;
   bool zero = (seg->dirty_slices & bits) == 0;
   /* a sample keeps light the slices it finds light or clean */
   uint64_t light = sample ? bits & (seg->light_slices | ~seg->dirty_slices) : 0;
   slices_take(seg, bits);
   seg->light_slices |= light;
   page_t *head = span_head_init(seg, first, n, zero);
-  if (BRISK_HARDENED) {
-    /* Guards left by earlier large blocks stay where they are: inside the
-     * new span they are lifted, at its end the span keeps it (and loses
-     * those 4 KiB). The segment's last slice keeps its guard for good. */
-    uint64_t last_bit = (uint64_t)1 << (first + n - 1);
-    guard_lift(seg, bits & ~last_bit);
-    if (seg->guarded_slices & last_bit) head->span_bytes -= HARDENED_GUARD;
-  }
+  /* A guard at the span's end stays (the span loses those 4 KiB); the
+   * segment's last slice keeps its guard for good. */
+  if (BRISK_HARDENED && (seg->guarded_slices & last_bit)) head->span_bytes -= HARDENED_GUARD;
   return head;
 }
 
@@ -558,9 +557,8 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
   seg->free_slices |= bits;
   if (set_note_free(set, seg)) return;
   uint64_t delay = options_purge_delay_ms();
-  if (delay == 0) { /* at once */
-    segment_purge_slices(seg, bits);
-    seg->dirty_slices &= ~bits;
+  if (delay == 0) { /* at once; what the OS refused stays dirty */
+    seg->dirty_slices &= ~bits | segment_purge_slices(seg, bits);
   }
   dir_sync(set, seg);
   if (delay == 0) return;
@@ -609,10 +607,14 @@ static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices
   uint64_t extra = slice_bits(first + have, slices - have);
   if ((seg->free_slices & extra) != extra && set->cached_count) span_cache_release_in(set, seg, extra);
   if ((seg->free_slices & extra) != extra) return false;
+  /* guards move to the new end: none may stay inside the grown span */
+  if (BRISK_HARDENED && !guard_lift(seg, slice_bits(first, slices - 1))) {
+    guard_span_tail(span); /* its own end guard again, if it was lifted */
+    return false;
+  }
   slices_take(seg, extra);
   dir_sync(set, seg);
   for (size_t i = first + have; i < first + slices; i++) seg->pages[i].span = span;
-  if (BRISK_HARDENED) guard_lift(seg, slice_bits(first, slices - 1)); /* guards move to the new end */
   span->slice_count = (uint8_t)slices;
   span->span_bytes = slices * SLICE_SIZE;
   if (BRISK_HARDENED) guard_span_tail(span);
@@ -710,7 +712,8 @@ void segment_set_purge(segment_set_t *set, bool force) {
       span_cache_expire(set, now, force);
       uint64_t next = set->cache_at_ms;
       for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-        segment_purge_slices(seg, segment_take_due(seg, now, force));
+        /* what the OS refused stays dirty, and waits for its next free */
+        seg->dirty_slices |= segment_purge_slices(seg, segment_take_due(seg, now, force));
         dir_sync(set, seg);
         next = earlier(next, seg->purge_at_ms);
       }
@@ -722,10 +725,12 @@ void segment_set_purge(segment_set_t *set, bool force) {
   if (force || !background_running()) segments_maintain(now ? now : os_now_ms(), force);
 }
 
-/* Slices the purger took from one segment. */
+/* Slices the purger took from one segment; `kept`: those the OS refused
+ * to purge. */
 typedef struct {
   segment_t *seg;
   uint64_t mask;
+  uint64_t kept;
 } purge_claim_t;
 
 #define PURGE_CLAIMS_PER_PASS 16
@@ -737,18 +742,19 @@ static void purge_claim(segment_set_t *set, segment_t *seg, uint64_t mask, purge
   seg->free_slices &= ~mask;
   dir_sync(set, seg);
   seg->purging |= mask;
-  claims[(*n)++] = (purge_claim_t){seg, mask};
+  claims[(*n)++] = (purge_claim_t){seg, mask, 0};
 }
 
 /* Called with the set's lock held, which it releases: purge the claimed
  * slices without the lock, then give them back as free under it. */
-static void purge_claimed(segment_set_t *set, const purge_claim_t *claims, size_t n) {
+static void purge_claimed(segment_set_t *set, purge_claim_t *claims, size_t n) {
   lock_release(&set->lock);
   if (n == 0) return;
-  for (size_t i = 0; i < n; i++) segment_purge_slices(claims[i].seg, claims[i].mask);
+  for (size_t i = 0; i < n; i++) claims[i].kept = segment_purge_slices(claims[i].seg, claims[i].mask);
   lock_acquire(&set->lock);
   for (size_t i = 0; i < n; i++) {
     segment_t *seg = claims[i].seg;
+    seg->dirty_slices |= claims[i].kept; /* refused: still resident, not zero */
     seg->purging &= ~claims[i].mask;
     seg->free_slices |= claims[i].mask;
     dir_sync(set, seg);
