@@ -24,6 +24,9 @@
   X(munmap_calls, COUNT, "munmap calls")                                      \
   X(madvise_calls, COUNT, "madvise calls (purges)")                           \
   X(purged_bytes, COUNT, "bytes returned to the OS by purge")                 \
+  X(map_failures, COUNT, "mmap calls the OS refused (or a growing mremap): the request failed or took another way") \
+  X(remap_failures, COUNT, "mremap calls the OS refused: the block was copied or kept its size") \
+  X(thread_failures, COUNT, "background thread starts the OS refused: tried again at the next deadline") \
   X(purge_failures, COUNT, "purges the OS refused (locked memory): kept resident, not known zero") \
   X(unmap_failures, COUNT, "munmap calls the OS refused: the memory stays mapped and is kept or left unused") \
   X(protect_failures, COUNT, "mprotect calls of guard pages the OS refused (each reported)") \

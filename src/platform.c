@@ -56,11 +56,14 @@ static bool fault_now(uint32_t kind) {
 }
 
 static int map_raw(size_t size, void **out) {
-  if (fault_now(OS_FAULT_MMAP)) return ENOMEM;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = fault_now(OS_FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
+                                      : mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   STAT_COUNT(mmap_calls, 1);
-  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (p == MAP_FAILED) {
+    STAT_COUNT(map_failures, 1);
+    return errno ? errno : ENOMEM;
+  }
   *out = p;
   return 0;
 }
@@ -134,9 +137,13 @@ int os_purge(void *p, size_t size) {
 
 int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   if (new_size > old_size && !REMAP_GROWS) return ENOTSUP;
-  if (fault_now(new_size > old_size ? OS_FAULT_MMAP | OS_FAULT_MREMAP : OS_FAULT_MREMAP)) return ENOMEM;
-  void *q = mremap(p, old_size, new_size, 0);
-  if (q == MAP_FAILED) return errno;
+  void *q = fault_now(new_size > old_size ? OS_FAULT_MMAP | OS_FAULT_MREMAP : OS_FAULT_MREMAP)
+                ? (errno = ENOMEM, MAP_FAILED)
+                : mremap(p, old_size, new_size, 0);
+  if (q == MAP_FAILED) {
+    STAT_COUNT(remap_failures, 1);
+    return errno ? errno : ENOMEM;
+  }
   return 0;
 }
 
@@ -149,8 +156,10 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
                                        : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
   if (q == MAP_FAILED) {
     err = errno ? errno : ENOMEM;
-    os_unmap(target, new_size);
-    STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
+    STAT_COUNT(remap_failures, 1);
+    /* the place made for it holds nothing: if it cannot go, it stays
+     * mapped and unused (counted in unmap_failures) */
+    if (os_unmap(target, new_size) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
     return err;
   }
   STAT_LEVEL(mapped_bytes, -(int64_t)old_size); /* counted again as new_size above */
@@ -309,6 +318,7 @@ int os_thread_start(void *(*fn)(void *), void *arg) {
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_t t;
   int err = fault_now(OS_FAULT_THREAD) ? EAGAIN : pthread_create(&t, &attr, fn, arg);
+  if (err) STAT_COUNT(thread_failures, 1);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   errno = saved;

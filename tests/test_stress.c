@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,10 @@ static void *s_aligned(size_t al, size_t sz, uint64_t r) {
     void *p = NULL;
     size_t a = al < sizeof(void *) ? sizeof(void *) : al;
     int rc = posix_memalign(&p, a, sz);
-    if (rc != 0) return NULL;
+    if (rc != 0) {
+      errno = rc; /* posix_memalign returns its error; the callers read errno */
+      return NULL;
+    }
     return p;
   }
   default: return memalign(al, sz);
@@ -215,6 +219,18 @@ static void check_obj(obj_t o, const char *what) {
   check_block(p, (uintptr_t)p, size, size, what);
 }
 
+/* BRISKTEST_ENOMEM_OK=1 (the runs under fault injection): an allocation
+ * may fail, with errno ENOMEM and, for realloc, the old block intact. */
+static int enomem_ok;
+static _Atomic long enomem_seen;
+
+static bool failed_as_allowed(void *p) {
+  if (p != NULL || !enomem_ok) return false;
+  if (errno != ENOMEM) fail("an allocation returned NULL with errno %d, not ENOMEM", errno);
+  atomic_fetch_add_explicit(&enomem_seen, 1, memory_order_relaxed);
+  return true;
+}
+
 static void check_new(void *p, size_t size, size_t align, const char *fn) {
   if (p == NULL) fail("%s(size %zu, alignment %zu) returned NULL (errno %d)", fn, size, align, errno);
   if ((uintptr_t)p % 16 != 0) fail("%s(size %zu) returned %p, not 16-byte aligned", fn, size, p);
@@ -260,11 +276,13 @@ static obj_t alloc_obj(uint64_t *rs) {
   void *p;
   if (how < 75) {
     p = api->malloc_(size);
+    if (failed_as_allowed(p)) return 0;
     check_new(p, size, 0, api->standard ? "malloc" : "brisk_malloc");
   } else if (how < 85) {
     size_t n = size, m = 1;
     if (size % 8 == 0 && size > 0 && (r >> 8) % 2) { n = size / 8; m = 8; }
     p = api->calloc_(n, m);
+    if (failed_as_allowed(p)) return 0;
     check_new(p, size, 0, api->standard ? "calloc" : "brisk_calloc");
     const unsigned char *c = p;
     for (size_t i = 0; i < size; i++)
@@ -276,9 +294,11 @@ static obj_t alloc_obj(uint64_t *rs) {
     else align = (size_t)1 << (16 + (r >> 20) % 5);            /* 64 KiB .. 1 MiB */
     if (align > 4096 && size > (256u << 10)) size = 256u << 10; /* keep big aligned blocks moderate */
     p = api->aligned_(align, size, r >> 32);
+    if (failed_as_allowed(p)) return 0;
     check_new(p, size, align, api->standard ? "aligned_alloc/posix_memalign/memalign" : "brisk_aligned_alloc");
   } else {
     p = api->realloc_(NULL, size);
+    if (failed_as_allowed(p)) return 0;
     check_new(p, size, 0, api->standard ? "realloc(NULL, n)" : "brisk_realloc(NULL, n)");
   }
   fill_block(p, size);
@@ -313,6 +333,10 @@ static obj_t realloc_obj(obj_t o, uint64_t *rs) {
   if (nsize == 0) nsize = 1;
   if (nsize > MAX_SIZE) nsize = MAX_SIZE;
   void *q = api->realloc_(p, nsize);
+  if (failed_as_allowed(q)) { /* the block stays as it was */
+    check_obj(o, "after a failed realloc");
+    return o;
+  }
   check_new(q, nsize, 0, api->standard ? "realloc" : "brisk_realloc");
   size_t keep = old < nsize ? old : nsize;
   check_block(q, (uintptr_t)p, old, keep, "after realloc (preserved prefix)");
@@ -427,6 +451,33 @@ static void run_pass(const api_t *a, int nthreads, int rounds, uint64_t seed) {
   fflush(stdout);
 }
 
+/* Under fault injection: huge blocks grown and shrunk by realloc (mremap
+ * in place, or moved), their content checked after each step; a failed
+ * realloc must leave the block as it was. */
+static void huge_realloc_phase(void) {
+  size_t size = 3u << 20;
+  unsigned char *p = malloc(size);
+  if (p == NULL) return;
+  memset(p, 0x5a, size);
+  for (int i = 0; i < 64; i++) {
+    size_t nsize = (i % 4 == 3) ? (3u << 20) + (size_t)i * 4096 : size + (1u << 20) + (size_t)i * 4096;
+    unsigned char *q = realloc(p, nsize);
+    if (q == NULL) {
+      if (!enomem_ok || errno != ENOMEM) fail("realloc(%p, %zu) returned NULL (errno %d)", (void *)p, nsize, errno);
+      continue; /* p stays as it was: checked below */
+    }
+    size_t keep = size < nsize ? size : nsize;
+    for (size_t k = 0; k < keep; k += 512)
+      if (q[k] != 0x5a) fail("realloc(%zu -> %zu): byte %zu is 0x%02x, not the content kept", size, nsize, k, q[k]);
+    memset(q, 0x5a, nsize);
+    p = q;
+    size = nsize;
+  }
+  for (size_t k = 0; k < size; k += 512)
+    if (p[k] != 0x5a) fail("a huge block changed at byte %zu after its reallocs", k);
+  free(p);
+}
+
 int main(int argc, char **argv) {
   int nthreads = 4, rounds = 10;
   long iters = -1;
@@ -445,6 +496,7 @@ int main(int argc, char **argv) {
   if (iters < 0) iters = (long)(150000 * scale);
   if (iters < 100) iters = 100;
   iterations = iters;
+  enomem_ok = getenv("BRISKTEST_ENOMEM_OK") != NULL && atoi(getenv("BRISKTEST_ENOMEM_OK")) != 0;
 
   const char *se = getenv("BRISKTEST_SEED");
   uint64_t seed = se && *se ? strtoull(se, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -454,6 +506,7 @@ int main(int argc, char **argv) {
          seed, nthreads, rounds, iters, scale, UNDER_TSAN ? " (ThreadSanitizer build)" : "");
   fflush(stdout);
 
+  if (enomem_ok) huge_realloc_phase();
   if (do_brisk) run_pass(&api_brisk, nthreads, rounds, seed);
   if (do_std) {
     if (UNDER_TSAN) {
@@ -461,6 +514,7 @@ int main(int argc, char **argv) {
     } else {
       /* the override must be in effect for this pass to test brisk */
       void *p = malloc(24);
+      while (p == NULL && enomem_ok) p = malloc(24);
       if (!brisk_owns(p)) fail("malloc() is not brisk's: brisk_owns(malloc(24)) == 0");
       free(p);
       run_pass(&api_std, nthreads, rounds, seed ^ 0xabcdef);
@@ -468,6 +522,21 @@ int main(int argc, char **argv) {
   }
   long errors = brisk_errors_reported();
   if (errors != 0) fail("brisk reported %ld bad inputs; this test makes none", errors);
+  if (enomem_ok) {
+    printf("test_stress: %ld allocations failed with ENOMEM (allowed here)\n", (long)atomic_load(&enomem_seen));
+    /* What the OS refused (fault injection), for the script that runs this */
+    static char js[1 << 16];
+    static const char *const refused[] = {"map_failures", "unmap_failures", "purge_failures",
+                                          "remap_failures", "protect_failures", "thread_failures"};
+    if (brisk_stats_json(js, sizeof(js)) > 0) {
+      for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "\"%s\":", refused[i]);
+        const char *at = strstr(js, key);
+        printf("test_stress: refused %s %lld\n", refused[i], at ? atoll(at + strlen(key)) : -1LL);
+      }
+    }
+  }
   printf("test_stress: PASS\n");
   return 0;
 }
