@@ -264,15 +264,24 @@ void os_abort(void) { abort(); }
 
 void os_yield(void) { sched_yield(); }
 
+#define LOCK_SPINS 64
+#define LOCK_YIELDS 8
+
 void lock_acquire_contended(brisk_lock_t *l) {
-  for (unsigned spins = 0;; spins++) {
-    if (spins < 64) os_cpu_relax();
+  for (unsigned round = 0; round < LOCK_SPINS + LOCK_YIELDS; round++) {
+    if (round < LOCK_SPINS) os_cpu_relax();
     else os_yield();
-    if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
-      return;
+    if (lock_try_acquire(l)) return;
   }
+  /* Asleep until the holder lets go (or LOCK_SLEEP_MS, for a wake-up the
+   * release missed): announced first, so that the release sees it. */
+  atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+  while (atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+    os_wait(&l->held, 1, os_now_precise_ms() + LOCK_SLEEP_MS);
+  atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
 }
+
+void lock_wake(brisk_lock_t *l) { os_wake(&l->held); }
 
 char **os_environ(void) { return environ; }
 

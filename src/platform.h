@@ -142,14 +142,26 @@ static inline uintptr_t os_thread_id(void) {
 #define os_cpu_relax() ((void)0)
 #endif
 
-/* A spinning lock for the few cold paths that need mutual exclusion
- * (segment pool, heap registry). Never held across an OS call that could
- * block for long; never taken on a fast path; no futex. */
-typedef struct brisk_lock_s { _Atomic(int) held; } brisk_lock_t;
-#define BRISK_LOCK_INIT {0}
-/* The lock was held: spin on loads (no write to the line while another
- * thread holds it), then yield, until the exchange takes it. */
+/* The lock of the few cold paths that need mutual exclusion (a heap's
+ * set of segments, the pool, huge blocks, the heap list). Free, it costs
+ * one exchange to take and a store and a load to give back. Contended, a
+ * waiter spins on loads a while (a holder of these locks usually lets go
+ * within a few hundred instructions), yields a few times, then sleeps on
+ * a futex until the holder lets go: a holder descheduled, or in a system
+ * call, costs its waiters no processor time. The holder's release wakes
+ * one sleeper; the release does not order its store before its load of
+ * `sleepers` (that would cost a fence on every release), so a wake-up can
+ * be missed, and each sleep lasts at most LOCK_SLEEP_MS before the waiter
+ * looks again. No fast path takes one. Which locks may be held across
+ * which system calls: docs/DESIGN.md, "Locks and system calls". */
+typedef struct brisk_lock_s {
+  _Atomic(uint32_t) held;     /* 1 while taken */
+  _Atomic(uint32_t) sleepers; /* waiters asleep on `held`, or about to be */
+} brisk_lock_t;
+#define BRISK_LOCK_INIT {0, 0}
+#define LOCK_SLEEP_MS 2
 BRISK_INTERNAL void lock_acquire_contended(brisk_lock_t *l) BRISK_NOINLINE;
+BRISK_INTERNAL void lock_wake(brisk_lock_t *l) BRISK_NOINLINE;
 static inline void lock_acquire(brisk_lock_t *l) {
   /* Free, most often: one exchange, and the caller keeps its registers
    * (the spin loop inlined cost each caller five register saves) */
@@ -162,11 +174,13 @@ static inline bool lock_try_acquire(brisk_lock_t *l) {
 }
 static inline void lock_release(brisk_lock_t *l) {
   atomic_store_explicit(&l->held, 0, memory_order_release);
+  if (BRISK_UNLIKELY(atomic_load_explicit(&l->sleepers, memory_order_relaxed) != 0)) lock_wake(l);
 }
 /* After fork the child is single-threaded: a lock held by a thread that
  * no longer exists is simply reset. */
 static inline void lock_reset(brisk_lock_t *l) {
   atomic_store_explicit(&l->held, 0, memory_order_relaxed);
+  atomic_store_explicit(&l->sleepers, 0, memory_order_relaxed);
 }
 
 #endif

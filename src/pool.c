@@ -19,6 +19,8 @@ static _Atomic(size_t) pool_count; /* read without the lock as a hint */
  * slices that may be resident (dirty_slices). Changed under the lock; read
  * without it as a hint. */
 static _Atomic(size_t) pool_resident;
+/* A segment arrived since the last maintenance: pool_poll runs it. */
+_Atomic(int) pool_wanted;
 
 static bool seg_resident(const segment_t *seg) {
   return !seg->destroyed && (seg->dirty_slices & ALL_PAGE_SLICES) != 0;
@@ -127,7 +129,14 @@ void pool_put(segment_t *seg, bool keep_until_due) {
   atomic_add_relaxed(&pool_count, 1);
   if (seg_resident(seg)) atomic_add_relaxed(&pool_resident, 1);
   lock_release(&pool_guard);
-  uint64_t next = pool_maintain(now, false);
+  /* The caller holds its set's lock: the surplus is unmapped by its
+   * pool_poll, after it lets the lock go. */
+  atomic_store_relaxed(&pool_wanted, 1);
+}
+
+void pool_poll_slow(void) {
+  if (!atomic_exchange_explicit(&pool_wanted, 0, memory_order_relaxed)) return;
+  uint64_t next = pool_maintain(os_now_ms(), false);
   if (next) background_schedule(next, true);
 }
 

@@ -4,6 +4,7 @@
 #ifndef BRISK_POOL_H
 #define BRISK_POOL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -13,6 +14,13 @@
  * segment, unmapped only once the delay has passed even beyond the cap,
  * so that heap destruction stays one quick call. */
 BRISK_INTERNAL void pool_put(segment_t *seg, bool keep_until_due);
+/* After pool_put, once no lock is held: the surplus goes back to the OS
+ * (pool_maintain). One relaxed load when nothing arrived. */
+extern _Atomic(int) pool_wanted BRISK_INTERNAL;
+BRISK_INTERNAL void pool_poll_slow(void);
+static inline void pool_poll(void) {
+  if (__builtin_expect(atomic_load_explicit(&pool_wanted, memory_order_relaxed) != 0, 0)) pool_poll_slow();
+}
 /* The newest pooled segment, one of a destroyed heap only when no other
  * is there (and take_destroyed); NULL if none. */
 BRISK_INTERNAL segment_t *pool_take(bool take_destroyed);

@@ -20,6 +20,13 @@
 #include "segment.h"
 #include "counters.h"
 
+/* Every release of a set's lock: then the pool's surplus, if a segment
+ * went there under the lock, goes back to the OS (no unmap under it). */
+static void set_unlock(segment_set_t *set) {
+  lock_release(&set->lock);
+  pool_poll();
+}
+
 /* Free slices waiting for the purge: at least this many in a segment (or
  * in the span cache) make it worth starting the background thread. */
 #define PURGE_WORTH_A_THREAD 16
@@ -40,20 +47,36 @@ static void dir_sync(segment_set_t *set, segment_t *seg) {
 /* Room for one more entry; false when the OS has no memory. The first
  * SET_DIR_INLINE entries are in the set itself (most threads' heaps never
  * need more: no system call); then a mapping, twice as large at each
- * growth, the old one unmapped under the lock. */
+ * growth. Called with the set's lock held, which it lets go around the
+ * mmap and the old directory's munmap: no system call under the lock.
+ * Only the set's owner adds segments, so while the lock is let go the
+ * count can only fall. */
 static bool dir_reserve(segment_set_t *set) {
   if (set->dir == NULL) {
     set->dir = set->dir_inline;
     set->dir_cap = SET_DIR_INLINE;
   }
-  if (set->count < set->dir_cap) return true;
-  size_t cap = set->dir == set->dir_inline ? OS_PAGE_BYTES / sizeof(segment_dir_t) : set->dir_cap * 2;
-  void *p;
-  if (os_map_aligned(cap * sizeof(segment_dir_t), OS_PAGE_BYTES, &p) != 0) return false;
-  memcpy(p, set->dir, set->count * sizeof(segment_dir_t));
-  if (set->dir != set->dir_inline) os_unmap(set->dir, set->dir_cap * sizeof(segment_dir_t));
-  set->dir = (segment_dir_t *)p;
-  set->dir_cap = cap;
+  while (set->count >= set->dir_cap) {
+    size_t cap = set->dir == set->dir_inline ? OS_PAGE_BYTES / sizeof(segment_dir_t) : set->dir_cap * 2;
+    void *p;
+    lock_release(&set->lock);
+    int err = os_map_aligned(cap * sizeof(segment_dir_t), OS_PAGE_BYTES, &p);
+    lock_acquire(&set->lock);
+    if (err != 0) return false;
+    segment_dir_t *old = set->dir;
+    size_t old_cap = set->dir_cap;
+    memcpy(p, old, set->count * sizeof(segment_dir_t));
+    set->dir = (segment_dir_t *)p;
+    set->dir_cap = cap;
+    if (old != set->dir_inline) {
+      /* Nobody reads the old one any more: every reader holds the lock. If
+       * the OS refuses the unmap it stays mapped, unused. */
+      lock_release(&set->lock);
+      if (os_unmap(old, old_cap * sizeof(segment_dir_t)) == 0)
+        STAT_LEVEL(mapped_bytes, -(int64_t)(old_cap * sizeof(segment_dir_t)));
+      lock_acquire(&set->lock);
+    }
+  }
   return true;
 }
 
@@ -121,8 +144,15 @@ static void set_join_segment(segment_set_t *set, segment_t *seg) {
 static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
   if (!dir_reserve(set)) return NULL;
   segment_t *seg = resident_only ? pool_take_resident() : pool_take(!set->fresh_only);
-  if (seg == NULL && !resident_only) seg = segment_map();
+  if (seg == NULL && !resident_only) {
+    /* A new mapping, made without the lock (only the owner adds segments:
+     * the directory's room reserved above is still there after) */
+    lock_release(&set->lock);
+    seg = segment_map();
+    lock_acquire(&set->lock);
+  }
   if (seg == NULL) return NULL;
+  brisk_assert(set->count < set->dir_cap);
   set_join_segment(set, seg);
   return seg;
 }
@@ -407,7 +437,7 @@ static void span_cache_flush_locked(segment_set_t *set) {
 void span_cache_flush(segment_set_t *set) {
   lock_acquire(&set->lock);
   span_cache_flush_locked(set);
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 /* Empties the cache when its deadline has come (or when force). */
@@ -509,7 +539,7 @@ page_t *span_alloc(segment_set_t *set, size_t slices, size_t align_slices, bool 
   lock_acquire(&set->lock);
   page_t *span = BRISK_UNLIKELY(sample) ? span_alloc_sample_locked(set, slices, align_slices)
                                         : span_alloc_locked(set, slices, align_slices, false);
-  lock_release(&set->lock);
+  set_unlock(set);
   return span;
 }
 
@@ -526,7 +556,7 @@ page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices,
   /* A cached span is not fresh: what an earlier block wrote past this
    * one's end may be resident, and its tail is marked for the purge. */
   if (span != NULL) large_resize_locked(set, span, size);
-  lock_release(&set->lock);
+  set_unlock(set);
   return span;
 }
 
@@ -582,20 +612,20 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
 void span_free(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
   span_free_locked(set, span, true);
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 void span_free_large(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
   if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
     span_free_locked(set, span, true);
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 void span_free_uncached(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
   span_free_locked(set, span, false);
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 static bool span_try_grow_locked(segment_set_t *set, page_t *span, size_t slices) {
@@ -648,13 +678,13 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
 void span_large_resize(segment_set_t *set, page_t *span, size_t size) {
   lock_acquire(&set->lock);
   large_resize_locked(set, span, size);
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   lock_acquire(&set->lock);
   bool grown = span_try_grow_locked(set, span, slices);
-  lock_release(&set->lock);
+  set_unlock(set);
   return grown;
 }
 
@@ -700,31 +730,6 @@ static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
   return mask;
 }
 
-void segment_set_purge(segment_set_t *set, bool force) {
-  uint64_t now = 0;
-  /* Read without the lock (the purger may be moving it on): any value it
-   * held is a right answer, an early check finds nothing due. */
-  uint64_t due = field_load_relaxed(&set->next_purge_ms);
-  if (force || due != 0) {
-    now = os_now_ms();
-    if (force || now >= due) {
-      lock_acquire(&set->lock);
-      span_cache_expire(set, now, force);
-      uint64_t next = set->cache_at_ms;
-      for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-        /* what the OS refused stays dirty, and waits for its next free */
-        seg->dirty_slices |= segment_purge_slices(seg, segment_take_due(seg, now, force));
-        dir_sync(set, seg);
-        next = earlier(next, seg->purge_at_ms);
-      }
-      field_store_relaxed(&set->next_purge_ms, next);
-      lock_release(&set->lock);
-      if (next) background_schedule(next, false);
-    }
-  }
-  if (force || !background_running()) segments_maintain(now ? now : os_now_ms(), force);
-}
-
 /* Slices the purger took from one segment; `kept`: those the OS refused
  * to purge. */
 typedef struct {
@@ -748,7 +753,7 @@ static void purge_claim(segment_set_t *set, segment_t *seg, uint64_t mask, purge
 /* Called with the set's lock held, which it releases: purge the claimed
  * slices without the lock, then give them back as free under it. */
 static void purge_claimed(segment_set_t *set, purge_claim_t *claims, size_t n) {
-  lock_release(&set->lock);
+  set_unlock(set);
   if (n == 0) return;
   for (size_t i = 0; i < n; i++) claims[i].kept = segment_purge_slices(claims[i].seg, claims[i].mask);
   lock_acquire(&set->lock);
@@ -760,33 +765,63 @@ static void purge_claimed(segment_set_t *set, purge_claim_t *claims, size_t n) {
     dir_sync(set, seg);
     set_note_free(set, seg);
   }
-  lock_release(&set->lock);
+  set_unlock(set);
+}
+
+/* One pass over a locked set, which it unlocks: the due slices (all that
+ * wait when force) are claimed, purged without the lock (at most
+ * PURGE_CLAIMS_PER_PASS segments of them) and given back. Returns the
+ * set's next deadline; *more: segments were left for another pass. */
+static uint64_t set_purge_pass(segment_set_t *set, uint64_t now, bool force, bool *more) {
+  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
+  span_cache_expire(set, now, force);
+  size_t n = 0;
+  uint64_t next = set->cache_at_ms;
+  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
+    if (n < PURGE_CLAIMS_PER_PASS) {
+      uint64_t mask = segment_take_due(seg, now, force);
+      if (mask) purge_claim(set, seg, mask, claims, &n);
+      else dir_sync(set, seg);
+    }
+    next = earlier(next, seg->purge_at_ms);
+  }
+  field_store_relaxed(&set->next_purge_ms, next);
+  purge_claimed(set, claims, n);
+  *more = n == PURGE_CLAIMS_PER_PASS;
+  return next;
+}
+
+void segment_set_purge(segment_set_t *set, bool force) {
+  uint64_t now = 0;
+  /* Read without the lock (the purger may be moving it on): any value it
+   * held is a right answer, an early check finds nothing due. */
+  uint64_t due = field_load_relaxed(&set->next_purge_ms);
+  if (force || due != 0) {
+    now = os_now_ms();
+    if (force || now >= due) {
+      bool more = true;
+      uint64_t next = 0;
+      while (more) {
+        lock_acquire(&set->lock);
+        next = set_purge_pass(set, now, force, &more);
+      }
+      if (next) background_schedule(next, false);
+    }
+  }
+  if (force || !background_running()) segments_maintain(now ? now : os_now_ms(), force);
 }
 
 uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
-  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
   for (;;) {
     if (!lock_try_acquire(&set->lock)) return now + PURGE_RETRY_MS;
     if (set->next_purge_ms == 0 || now < set->next_purge_ms) {
       uint64_t next = set->next_purge_ms;
-      lock_release(&set->lock);
+      set_unlock(set);
       return next;
     }
-    /* Take the due slices out of the free mask: the owner cannot carve
-     * them while they are purged without the lock. */
-    span_cache_expire(set, now, false);
-    size_t n = 0;
-    uint64_t next = set->cache_at_ms;
-    for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-      if (n < PURGE_CLAIMS_PER_PASS) {
-        uint64_t mask = segment_take_due(seg, now, false);
-        if (mask) purge_claim(set, seg, mask, claims, &n);
-      }
-      next = earlier(next, seg->purge_at_ms);
-    }
-    field_store_relaxed(&set->next_purge_ms, next);
-    purge_claimed(set, claims, n);
-    if (n < PURGE_CLAIMS_PER_PASS) return next;
+    bool more;
+    uint64_t next = set_purge_pass(set, now, false, &more);
+    if (!more) return next;
   }
 }
 
@@ -797,7 +832,7 @@ void segment_set_release_all(segment_set_t *set) {
   while ((seg = set->segs.first) != NULL) {
     if (seg->purging) { /* the purger gives them back under the lock */
       dir_check(set);
-      lock_release(&set->lock);
+      set_unlock(set);
       os_yield();
       lock_acquire(&set->lock);
       continue;
@@ -820,7 +855,7 @@ void segment_set_release_all(segment_set_t *set) {
   }
   brisk_assert(set->count == 0);
   field_store_relaxed(&set->next_purge_ms, 0);
-  lock_release(&set->lock);
+  set_unlock(set);
   while ((seg = set->huge.first) != NULL) {
     LIST_REMOVE(&set->huge, seg, next, prev);
     seg->destroyed = 1;
@@ -845,7 +880,7 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
   lock_acquire(&set->lock);
   for (segment_t *seg = set->segs.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
-  lock_release(&set->lock);
+  set_unlock(set);
   for (segment_t *seg = set->huge.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
 }
@@ -868,7 +903,7 @@ void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
   set->owner_tid = tid;
   set->heap = heap;
   set->fresh_only = false;
-  lock_release(&set->lock);
+  set_unlock(set);
 }
 
 uint64_t segment_set_purge_forced(segment_set_t *set) {
@@ -907,6 +942,6 @@ uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay
     next = earlier(next, seg->purge_at_ms);
   }
   field_store_relaxed(&set->next_purge_ms, next);
-  lock_release(&set->lock);
+  set_unlock(set);
   return next;
 }

@@ -26,10 +26,12 @@ typedef struct segment_dir_s {
 /* The segments of one heap. `lock` guards segs, count, dir, next_purge_ms
  * and the slice masks of those segments: the owner takes it in every function
  * below, the background purger to purge the free slices of a heap whose
- * owner does not come by (segment_set_purge_idle). Nothing else waits on
- * it: the purger only tries it, and holds it for bookkeeping; the one
- * system call under it is the madvise of a live large block's tail, which
- * in-place growth (under the lock) must not meet half done. */
+ * owner does not come by (segment_set_purge_idle). The purger only tries
+ * it, and holds it for bookkeeping. The system calls under it: the madvise
+ * of a live large block's tail, which in-place growth (under the lock)
+ * must not meet half done, the purges of BRISK_PURGE_DELAY=0, and the
+ * hardened build's guard mprotects; every other one is made with the lock
+ * let go (docs/DESIGN.md, "Locks and system calls"). */
 typedef struct segment_set_s {
   brisk_lock_t lock;
   segment_list_t segs;    /* its segments, in no order (the search reads dir) */
