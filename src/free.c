@@ -128,6 +128,26 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
                  (void *)b);
     return;
   }
+  if (page_is_single_block(pg)) {
+    /* A large or huge block goes back to its heap at once, under the
+     * set's lock, whatever its owner does (it may sleep, or never call
+     * brisk again): no batch, no drain, and its memory is purged on time
+     * like any free span. */
+    bool large = (pg->flags & PAGE_LARGE) != 0; /* read before: freed, it may be gone */
+    int r = span_free_foreign(&dst->segments, seg, pg, b, HEAP_TID_VISITING);
+    if (r == FOREIGN_FREED) {
+      STAT_COUNT(remote_frees, 1);
+      if (large) STAT_LEVEL(pages, -1);
+      background_poll();
+      return;
+    }
+    if (r == FOREIGN_NOT_IN_USE) {
+      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
+                   (void *)b);
+      return;
+    }
+    /* FOREIGN_BATCH: through the inbox, as a small block */
+  }
   uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
   heap_t *me = brisk_tls_heap;
   if (me->kind == HEAP_KIND_STATIC) {
@@ -160,13 +180,13 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
   heap_t *me = brisk_tls_heap;
   outbox_slot_t *slot = heap_outbox_slot(me, dst);
   if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || me->kind == HEAP_KIND_STATIC ||
-                     slot->head == b ||
+                     slot->head == b || page_is_single_block(pg) ||
                      slot->generation !=
                          (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT))) {
     free_remote_uncommon(seg, pg, b, fn);
     return;
   }
-  heap_remote_free(me, slot, b, page_is_single_block(pg));
+  heap_remote_free(me, slot, b, false);
 }
 
 static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn);

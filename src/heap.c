@@ -311,9 +311,11 @@ void heap_destroy(heap_t *h) {
   heap_stats_publish(h);
   prof_forget_heap(h);
   /* A new generation first: batches of remote frees still on their way
-   * carry the old one and are dropped, their blocks went with the heap. */
-  h->generation = (h->generation + 1) & INBOX_GEN_MASK;
-  atomic_exchange_acq_rel(&h->inbox, (uintptr_t)h->generation << INBOX_GEN_SHIFT);
+   * carry the old one and are dropped, their blocks went with the heap. A
+   * heap whose tags are used up keeps the last, which no life has. */
+  h->generation++;
+  uint32_t tag = h->generation & INBOX_GEN_MASK;
+  atomic_exchange_acq_rel(&h->inbox, (uintptr_t)tag << INBOX_GEN_SHIFT);
   heap_flush_outbox(h);
   segment_set_release_all(&h->segments);
   memset(h->queues, 0, sizeof(h->queues));
@@ -323,7 +325,7 @@ void heap_destroy(heap_t *h) {
   h->tid = 0;
   h->segments.owner_tid = 0;
   STAT_LEVEL(heaps, -1);
-  atomic_store_release(&h->state, HEAP_FREE);
+  atomic_store_release(&h->state, tag == INBOX_GEN_MASK ? HEAP_RETIRED : HEAP_FREE);
   background_poll();
 }
 

@@ -23,6 +23,7 @@
  *    linking their batch; the owner takes the list with one exchange
  *    (acq_rel), leaving the generation. A push whose generation no longer
  *    matches (the heap was destroyed) is dropped: its blocks went with it.
+ *    Tags are never reused (INBOX_GEN_MASK).
  *  - state moves OWNED -> ABANDONED (release, by the exiting owner after it
  *    has published everything), ABANDONED -> BUSY -> ABANDONED (a freeing
  *    thread serving the inbox), ABANDONED -> OWNED (adoption by a new
@@ -48,12 +49,29 @@ enum heap_state {
   HEAP_ABANDONED = 2,  /* its thread exited; adoptable */
   HEAP_BUSY = 3,       /* a thread other than an owner is serving it */
   HEAP_ORPHANED = 4,   /* after fork: belonged to a thread the child lacks */
+  HEAP_RETIRED = 5,    /* a destroyed first-class heap whose inbox tags are used
+                          up: never reused (see INBOX_GEN_MASK) */
 };
+
+/* heap->tid while brisk_heap_visit walks it (no thread has this id: a
+ * thread pointer is never 1). The heap's segments then carry it as their
+ * owner too, so that frees of its blocks, even by the visiting thread,
+ * take the remote path and wait in an outbox or the inbox until the walk
+ * ends (a large block too: it is not freed under the set's lock then);
+ * its set keeps the visiting thread's id (owner_tid). */
+#define HEAP_TID_VISITING ((uintptr_t)1)
 
 enum heap_kind { HEAP_KIND_STATIC = 0, HEAP_KIND_THREAD = 1, HEAP_KIND_USER = 2 };
 
 #define INBOX_PTR_MASK (((uintptr_t)1 << 48) - 1)
 #define INBOX_GEN_SHIFT 48
+/* The inbox's tag: the low 16 bits of the heap's generation. Each life of
+ * a heap object (from its creation or reuse to its destruction) has its
+ * own tag, so that a batch built for one life is never taken into another:
+ * a heap object whose next life would have tag INBOX_GEN_MASK is retired
+ * instead (HEAP_RETIRED), keeping that tag, which no life ever uses. Tags
+ * are therefore never reused, whatever the count of destroy/reuse cycles
+ * (a retired object costs sizeof(heap_t) per 65,535 lives). */
 #define INBOX_GEN_MASK 0xffffu /* the generation bits above INBOX_GEN_SHIFT */
 
 typedef struct page_queue_s {

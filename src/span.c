@@ -622,6 +622,33 @@ void span_free_large(segment_set_t *set, page_t *span) {
   set_unlock(set);
 }
 
+int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p, uintptr_t keep_owner) {
+  lock_acquire(&set->lock);
+  int r;
+  uint8_t kind = seg->kind == SEGMENT_HUGE ? PAGE_HUGE : PAGE_LARGE;
+  if (atomic_load_explicit(&seg->heap, memory_order_relaxed) != set->heap || seg->destroyed) {
+    r = FOREIGN_NOT_IN_USE; /* its heap was destroyed meanwhile */
+  } else if (atomic_load_relaxed(&seg->owner_tid) == keep_owner) {
+    r = FOREIGN_BATCH;
+  } else if (span->span != span || (span->flags & (PAGE_IN_USE | kind)) != (PAGE_IN_USE | kind) ||
+             span->start != (const uint8_t *)p) {
+    r = FOREIGN_NOT_IN_USE; /* freed meanwhile by another thread */
+  } else if (span->prof_slot != 0) {
+    r = FOREIGN_BATCH; /* a sample: the owner tells the profiler */
+  } else if (kind == PAGE_HUGE) {
+    LIST_REMOVE(&set->huge, seg, next, prev);
+    set_unlock(set);
+    huge_free(span);
+    return FOREIGN_FREED;
+  } else {
+    if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
+      span_free_locked(set, span, true);
+    r = FOREIGN_FREED;
+  }
+  set_unlock(set);
+  return r;
+}
+
 void span_free_uncached(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
   span_free_locked(set, span, false);
@@ -855,23 +882,34 @@ void segment_set_release_all(segment_set_t *set) {
   }
   brisk_assert(set->count == 0);
   field_store_relaxed(&set->next_purge_ms, 0);
-  set_unlock(set);
-  while ((seg = set->huge.first) != NULL) {
-    LIST_REMOVE(&set->huge, seg, next, prev);
-    seg->destroyed = 1;
+  for (;;) { /* each huge block leaves the list under the lock, freed without it */
+    seg = set->huge.first;
+    if (seg != NULL) {
+      LIST_REMOVE(&set->huge, seg, next, prev);
+      seg->destroyed = 1;
+    }
+    set_unlock(set);
+    if (seg == NULL) break;
     huge_free(&seg->pages[0]);
+    lock_acquire(&set->lock);
   }
 }
 
+/* The huge list is under the set's lock: a thread that does not own the
+ * heap takes a huge block off it when it frees one (span_free_foreign). */
 void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
+  lock_acquire(&set->lock);
   LIST_PUSH_FRONT(&set->huge, seg, next, prev);
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
+  set_unlock(set);
 }
 
 void segment_set_free_huge(segment_set_t *set, page_t *pg) {
   segment_t *seg = segment_of_page(pg);
+  lock_acquire(&set->lock);
   LIST_REMOVE(&set->huge, seg, next, prev);
+  set_unlock(set);
   huge_free(pg);
 }
 
@@ -880,9 +918,9 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
   lock_acquire(&set->lock);
   for (segment_t *seg = set->segs.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
-  set_unlock(set);
   for (segment_t *seg = set->huge.first; seg; seg = seg->next)
     atomic_store_release(&seg->owner_tid, tid);
+  set_unlock(set);
 }
 
 /* ---------------------------------------------------------------------------

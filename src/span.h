@@ -35,7 +35,7 @@ typedef struct segment_dir_s {
 typedef struct segment_set_s {
   brisk_lock_t lock;
   segment_list_t segs;    /* its segments, in no order (the search reads dir) */
-  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps; owner only) */
+  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps), under the lock */
   size_t count;
   segment_dir_t *dir;     /* count entries, one per segment of segs (in the
                              order they joined, but for removals, which move
@@ -102,6 +102,19 @@ BRISK_INTERNAL void span_free_large(segment_set_t *set, page_t *span);
  * cached, such spans kept a class page's worth of slices each from them,
  * and the heap grew into fresh ones). */
 BRISK_INTERNAL void span_free_uncached(segment_set_t *set, page_t *span);
+/* A large block at p (span's start), or a huge block of the set, freed
+ * by a thread that does not own the set's heap: the span is freed under
+ * the set's lock as span_free_large would free it, or the huge block taken
+ * off the set's list under it and freed without it: FOREIGN_FREED.
+ * Nothing is done, and the answer says why, when under the lock the block
+ * is no block of this set in use any more (freed twice, or its heap
+ * destroyed: FOREIGN_NOT_IN_USE), or when its segment's owner id is
+ * keep_owner (the heap is being walked by its owner) or the block is a
+ * profiler's sample (FOREIGN_BATCH: the owner must take it back itself,
+ * through its inbox). */
+enum { FOREIGN_FREED = 0, FOREIGN_BATCH = 1, FOREIGN_NOT_IN_USE = 2 };
+BRISK_INTERNAL int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p,
+                                     uintptr_t keep_owner);
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */

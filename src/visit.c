@@ -115,8 +115,8 @@ static void segments_set_owner(heap_t *h, uintptr_t tid) {
   segment_set_t *set = &h->segments;
   lock_acquire(&set->lock);
   for (segment_t *seg = set->segs.first; seg; seg = seg->next) atomic_store_release(&seg->owner_tid, tid);
-  lock_release(&set->lock);
   for (segment_t *seg = set->huge.first; seg; seg = seg->next) atomic_store_release(&seg->owner_tid, tid);
+  lock_release(&set->lock);
 }
 
 int heap_visit(heap_t *h, brisk_block_visitor_t visitor, void *arg) {
@@ -144,8 +144,15 @@ bool heap_contains(heap_t *h, const void *p) {
   segment_t *seg = registry_lookup(a);
   if (seg == NULL || seg->kind == SEGMENT_RETIRED) return false;
   if (seg->kind == SEGMENT_HUGE) {
-    /* h's huge blocks change hands only through h's owner, the caller. */
-    return atomic_load_explicit(&seg->heap, memory_order_relaxed) == h && (uint8_t *)p == seg->pages[0].start;
+    /* Another thread may be freeing it: one of h's huge blocks while it is
+     * on h's list, which changes under the set's lock only (the mapping
+     * is unmapped after it leaves the list). */
+    bool huge = false;
+    lock_acquire(&h->segments.lock);
+    for (segment_t *s = h->segments.huge.first; s; s = s->next)
+      if (s == seg) huge = (uint8_t *)p == s->pages[0].start;
+    lock_release(&h->segments.lock);
+    return huge;
   }
   /* Under the set's lock, a segment that names h as its heap is in h's set
    * (the purger moves wholly free segments out under it), so its page
@@ -187,11 +194,11 @@ size_t heap_stats_json(heap_t *h, char *buf, size_t len) {
     large += n;
     for (size_t i = 0; i < n; i++) large_bytes += blocks[i]->block_size;
   }
-  lock_release(&h->segments.lock);
   for (segment_t *seg = h->segments.huge.first; seg; seg = seg->next) {
     huge++;
     huge_bytes += seg->pages[0].span_bytes;
   }
+  lock_release(&h->segments.lock);
   return format_string(buf, len,
                        "{\"segments\":%zu,\"pages\":%zu,\"full_pages\":%zu,"
                        "\"blocks_in_use\":%zu,\"page_bytes\":%zu,\"large_blocks\":%zu,"

@@ -9,12 +9,6 @@
 #include "brisk.h"
 #include "heap.h"
 
-/* heap->tid while brisk_heap_visit walks it (no thread has this id: a
- * thread pointer is never 1). The heap's segments then carry it as their
- * owner too, so that frees of its blocks, even by the visiting thread,
- * take the remote path and wait in an outbox or the inbox until the walk
- * ends; its set keeps the visiting thread's id (owner_tid). */
-#define HEAP_TID_VISITING ((uintptr_t)1)
 
 /* Is h being visited by the calling thread? */
 BRISK_INLINE bool heap_visited_here(const heap_t *h, uintptr_t me) {
