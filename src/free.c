@@ -186,7 +186,9 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
     free_remote_uncommon(seg, pg, b, fn);
     return;
   }
-  heap_remote_free(me, slot, b, false);
+  /* Medium blocks are handed over at once: a batch of them held by a
+   * thread that goes idle would keep megabytes from their owner. */
+  heap_remote_free(me, slot, b, pg->block_size > SMALL_MAX);
 }
 
 static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn);

@@ -8,6 +8,7 @@
 #include "guard.h"
 #include "heap.h"
 #include "huge.h"
+#include "park.h"
 #include "platform.h"
 #include "profile.h"
 #include "registry.h"
@@ -30,6 +31,21 @@ static uint8_t *meta_next;
 static size_t meta_left;
 static heap_t main_heap_storage;
 static _Atomic(bool) main_heap_used;
+
+/* Around fork, after the heap-list lock: every heap's set lock, which any
+ * thread may hold (a free of another heap's large block takes it), so
+ * that the child finds no set half changed. No thread holds two set locks,
+ * and under one only the pool's and the huge lock are taken: these come
+ * after, in fork_prepare's order. */
+void heap_sets_lock_all(void) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) lock_acquire(&h->segments.lock);
+}
+void heap_sets_unlock_all(void) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) lock_release(&h->segments.lock);
+}
+void heap_sets_reset_locks(void) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) lock_reset(&h->segments.lock);
+}
 
 void heap_list_lock(void) { lock_acquire(&heap_meta_lock); }
 void heap_list_unlock(void) { lock_release(&heap_meta_lock); }
@@ -128,15 +144,26 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
 
 /* Hand a chain over to dst; false when dst's generation moved on. */
 static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
-  uintptr_t old = atomic_load_relaxed(&dst->inbox);
+  /* Counted in before the first load: a destruction that exchanged the
+   * inbox before it is seen (the tag moved on), one after it waits for us
+   * before the tail's memory can go (heap_destroy). */
+  atomic_fetch_add(&dst->pushers, 1);
+  uintptr_t old = atomic_load(&dst->inbox);
   uintptr_t tag = (uintptr_t)(gen & INBOX_GEN_MASK) << INBOX_GEN_SHIFT;
   do {
-    if ((old & ~INBOX_PTR_MASK) != tag) return false;
+    if ((old & ~INBOX_PTR_MASK) != tag) {
+      atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
+      return false;
+    }
     /* keep the tail's suspect bit */
     block_set_remote_next(tail, (block_t *)(old & INBOX_PTR_MASK),
                           (block_remote_link(tail) & REMOTE_LINK_SUSPECT) != 0);
   } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
+  atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
   STAT_COUNT(remote_batches, 1);
+  /* The first batch since the owner last took its inbox in: watched, so
+   * that it is not kept for good if the owner does not come by. */
+  if (BRISK_UNLIKELY((old & INBOX_PTR_MASK) == 0)) park_watch(dst);
   return true;
 }
 
@@ -186,13 +213,59 @@ static page_t *remote_link_page(heap_t *h, block_t *b) {
   return page_holds_block_inline(pg, b) ? pg : NULL;
 }
 
+static void drain_chain(heap_t *h, block_t *b);
+
+/* A parked block back to its page, checked as a chain's link is. */
+static void drain_parked_block(heap_t *h, uintptr_t e) {
+  block_t *b = (block_t *)(e & ~REMOTE_LINK_SUSPECT);
+  page_t *pg = remote_link_page(h, b);
+  if (pg == NULL) {
+    report_error("free(%p): a block freed by another thread was freed again before its owner took it back "
+                 "(double free?)", (void *)b);
+  } else if ((e & REMOTE_LINK_SUSPECT) && page_lists_contain(pg, b)) {
+    report_error("free(%p): double free (size class %zu), the second from another thread", (void *)b,
+                 (size_t)pg->block_size);
+  } else {
+    free_local(pg, b);
+  }
+}
+
+/* The arrays the background thread parked (park.h): blocks of this life
+ * of the heap are freed, those of a destroyed one dropped. */
+static BRISK_NOINLINE void drain_parked(heap_t *h) {
+  park_t *k = park_take(h);
+  uint32_t tag = (uint32_t)(atomic_load_relaxed(&h->inbox) >> INBOX_GEN_SHIFT);
+  while (k != NULL) {
+    park_t *next = k->next;
+    if (k->tag == tag) {
+      for (size_t i = 0; i < k->count;) {
+        uintptr_t first = k->entries[i++], n = 1;
+        if (first & PARK_RUN) n = k->entries[i++];
+        first &= ~PARK_RUN;
+        page_t *pg = remote_link_page(h, (block_t *)(first & ~REMOTE_LINK_SUSPECT));
+        size_t step = pg != NULL ? pg->block_size : 0;
+        for (uintptr_t j = 0; j < n && (j == 0 || pg != NULL); j++) drain_parked_block(h, first + j * step);
+      }
+      if (k->rest != NULL) drain_chain(h, k->rest);
+    }
+    park_release(k);
+    k = next;
+  }
+}
+
 void heap_drain_inbox(heap_t *h) {
+  if (BRISK_UNLIKELY(atomic_load_relaxed(&h->parked) != NULL)) drain_parked(h);
   uintptr_t v = atomic_load_relaxed(&h->inbox);
   if ((v & INBOX_PTR_MASK) == 0) return;
   v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
   block_t *b = (block_t *)(v & INBOX_PTR_MASK);
   if (b == NULL) return;
-  /* The head was checked by the thread that freed it. The registry, not
+  drain_chain(h, b);
+}
+
+static void drain_chain(heap_t *h, block_t *b) {
+  /* The head was checked by the thread that freed it (or, past a parked
+   * array, by the background thread). The registry, not
    * the address mask: a huge block aligned to 4 MiB or more starts past
    * the first 4 MiB of its mapping. */
   page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
@@ -246,8 +319,10 @@ uint64_t heaps_background_round(uint64_t now) {
   for (heap_t *h = heap_first(); h; h = h->next_all) {
     int s = atomic_load_relaxed(&h->state);
     if (s == HEAP_OWNED) {
-      /* The owner may be running: only the free slices, under its lock. */
+      /* The owner may be running: only the free slices, under its lock,
+       * and an inbox it has not taken in for a purge delay (park.h). */
       next = earlier(next, segment_set_purge_idle(&h->segments, now));
+      next = earlier(next, park_idle_inbox(h, now));
     } else if (s == HEAP_ABANDONED) {
       /* No owner: serve it whole, as a freeing thread would. */
       int expected = HEAP_ABANDONED;
@@ -260,6 +335,9 @@ uint64_t heaps_background_round(uint64_t now) {
       heap_retire_empty_heads(h);
       next = earlier(next, segment_set_purge_idle(&h->segments, now));
       atomic_store_release(&h->state, HEAP_ABANDONED);
+      /* A push that landed after the drain, whose pusher saw the heap BUSY
+       * and left it: the watch keeps a round coming for it. */
+      next = earlier(next, park_idle_inbox(h, now));
     }
   }
   next = earlier(next, prof_background(now));
@@ -315,7 +393,15 @@ void heap_destroy(heap_t *h) {
    * heap whose tags are used up keeps the last, which no life has. */
   h->generation++;
   uint32_t tag = h->generation & INBOX_GEN_MASK;
-  atomic_exchange_acq_rel(&h->inbox, (uintptr_t)tag << INBOX_GEN_SHIFT);
+  atomic_exchange(&h->inbox, (uintptr_t)tag << INBOX_GEN_SHIFT);
+  /* A push that loaded the old tag may be writing its tail's link: its
+   * memory goes below (inbox_push). */
+  while (atomic_load(&h->pushers) != 0) os_yield();
+  for (park_t *k = park_take(h); k != NULL;) { /* parked blocks go with the heap */
+    park_t *next = k->next;
+    park_release(k);
+    k = next;
+  }
   heap_flush_outbox(h);
   segment_set_release_all(&h->segments);
   memset(h->queues, 0, sizeof(h->queues));

@@ -61,6 +61,9 @@ BRISK_INTERNAL heap_t *heap_first(void);
 BRISK_INTERNAL void heap_list_lock(void);
 BRISK_INTERNAL void heap_list_unlock(void);
 BRISK_INTERNAL void heap_list_reset_lock(void);
+BRISK_INTERNAL void heap_sets_lock_all(void);
+BRISK_INTERNAL void heap_sets_unlock_all(void);
+BRISK_INTERNAL void heap_sets_reset_locks(void);
 /* After fork in the child: heaps of threads that do not exist there. */
 BRISK_INTERNAL void heap_orphan_others(uintptr_t tid);
 

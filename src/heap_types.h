@@ -23,7 +23,12 @@
  *    linking their batch; the owner takes the list with one exchange
  *    (acq_rel), leaving the generation. A push whose generation no longer
  *    matches (the heap was destroyed) is dropped: its blocks went with it.
- *    Tags are never reused (INBOX_GEN_MASK).
+ *    Tags are never reused (INBOX_GEN_MASK). A pusher writes the batch's
+ *    tail link between its check and its CAS: it counts itself in
+ *    `pushers` first, and heap_destroy, after its exchange of the inbox,
+ *    waits for `pushers` to be 0 before the heap's memory goes (both
+ *    sides store one word and then load the other: sequentially
+ *    consistent).
  *  - state moves OWNED -> ABANDONED (release, by the exiting owner after it
  *    has published everything), ABANDONED -> BUSY -> ABANDONED (a freeing
  *    thread serving the inbox), ABANDONED -> OWNED (adoption by a new
@@ -133,7 +138,16 @@ typedef struct heap_s {
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;
-  uint8_t pad_[BRISK_CACHELINE - sizeof(uintptr_t)];
+  /* Inbox chains the background thread took from an idle owner's inbox,
+   * purged (park.h); taken by the owner with its inbox. */
+  _Atomic(struct park_s *) parked;
+  _Atomic(int) inbox_watched;   /* set by a push into an empty inbox, cleared by the
+                                   background thread when it finds it empty */
+  _Atomic(uint32_t) pushers;    /* pushes between their load of the inbox and their
+                                   CAS: heap_destroy waits for none (inbox_push) */
+  uintptr_t inbox_seen;         /* the background thread's: the inbox word at its */
+  uint64_t inbox_seen_ms;       /* last look, and since when it was that */
+  uint8_t pad_[BRISK_CACHELINE - 3 * sizeof(uintptr_t) - 2 * sizeof(uint32_t) - sizeof(uint64_t)];
 } heap_t;
 
 /* A heap that owns nothing; its direct[] point at brisk_empty_page. Every

@@ -72,6 +72,7 @@ static void fork_prepare(void) {
   background_fork_prepare();
   lock_acquire(&service_lock);
   heap_list_lock();
+  heap_sets_lock_all();
   pool_lock();
   huge_lock();
   prof_fork_prepare();
@@ -81,6 +82,7 @@ static void fork_parent(void) {
   prof_fork_parent();
   huge_unlock();
   pool_unlock();
+  heap_sets_unlock_all();
   heap_list_unlock();
   lock_release(&service_lock);
   background_fork_parent();
@@ -89,6 +91,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
   huge_reset_lock();
   pool_reset_lock();
+  heap_sets_reset_locks();
   heap_list_reset_lock();
   lock_reset(&service_lock);
   heap_orphan_others(os_thread_id());

@@ -1,0 +1,501 @@
+/* A model of brisk's cross-thread ("remote") free protocol, for spin
+ * (tests/test_model.sh runs it):
+ *
+ *   spin -a remote_free.pml
+ *   gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c
+ *   ./pan -m10000
+ *
+ * The protocol (src/heap.c, src/free.c, src/heap.h, src/heap_types.h;
+ * docs/DESIGN.md, "Threads and ownership"):
+ *
+ *   H, one heap object: its generation g (heap_t.generation, full width)
+ *     and its inbox word (list, tag), tag = g mod TAGS (TAGS = 65536 in the
+ *     code: the 16 bits above INBOX_GEN_SHIFT; small here, so that the wrap
+ *     is reachable). Each life of H (the time between heap_create or
+ *     heap_reuse_free and heap_destroy) has a generation of its own.
+ *   Owner (proctype Owner): H's owner thread. H is either a first-class
+ *     heap (HEAP_KIND_USER: its lives end with heap_destroy, and the object
+ *     is reused by heap_reuse_free, FREE -> BUSY -> OWNED, unless it was
+ *     retired) or a thread's heap (HEAP_KIND_THREAD: one life; heap_abandon
+ *     when its thread exits, OWNED -> ABANDONED; heap_adopt_abandoned by a
+ *     new thread, ABANDONED -> BUSY -> OWNED). init picks one.
+ *   Freer(t) (NT of them): a thread that frees H's blocks. A small block:
+ *     free_remote / free_remote_uncommon read H's tag from its inbox word;
+ *     a slot that collects for another heap or tag is handed over and
+ *     retargeted (heap_outbox_retarget); heap_remote_free links the block
+ *     into the slot's batch (plain writes). A batch is handed over
+ *     (heap_outbox_flush_slot -> inbox_push) when full, when retargeted,
+ *     when its thread runs out of a page or exits, or never, if the thread
+ *     goes idle for good. A large block: under H's segment-set lock, freed
+ *     there if its segment is still in H's current life and its span in
+ *     use (anyone holding the lock may do this).
+ *   Background: heaps_background_round serves abandoned heaps (ABANDONED ->
+ *     BUSY, heap_drain_inbox, -> ABANDONED) at any time; once every thread
+ *     is done, one more round, then the checks at the end.
+ *
+ * Each life of H has NB blocks of its own memory (block b belongs to life
+ * b / NB): blocks 0 and 1 small, block 2 large. where[b] (ghost state, not
+ * in the code) says where each block is.
+ *
+ * What the model assumes of the program: it frees each block once, while
+ * the block's life lasts; a free of a small block returns before the
+ * owner destroys H (nfreeing). A free of a large block may race with
+ * heap_destroy (a late free: the check under the lock turns it down).
+ * Memory is sequentially consistent (spin): the orders the code gives its
+ * atomics are not checked here.
+ *
+ * Left out: H's own outbox (heap_destroy and heap_abandon flush it, but
+ * only a thread's heap, never a first-class one, collects frees, and with
+ * one heap object it holds none of H's blocks); heap_remote_free_direct
+ * (a free from a thread without a heap: a batch of one block pushed at
+ * once, which is a free followed at once by a flush here); the owner's own
+ * frees (free_local, owner-only lists); page and span reuse within a life
+ * (a block is allocated at most once per life).
+ *
+ * Properties (assertions; pan -DSAFETY also reports invalid end states):
+ *   P1 no write into the memory of a destroyed life: inbox_push's link of
+ *      a batch's tail, a drain's free of a block, a large block's free. A
+ *      batch built for life L is linked into life L only and takes no block
+ *      of another life.
+ *   P2 no block on two lists: each move of a block (program -> outbox
+ *      batch -> inbox -> page) starts from where the block must be, and a
+ *      drain finds exactly the blocks that were pushed.
+ *   P3 no block lost, every batch delivered or dropped: a batch is dropped
+ *      only when its life has ended, and at the end each block the program
+ *      freed is back in its page or went with its destroyed life. The one
+ *      exception is the batch of a thread that went idle for good: it stays
+ *      in that thread's slot (it is handed over, or dropped if its life has
+ *      ended, when the thread next frees to that slot, runs out of a page
+ *      or exits; until then its blocks are unavailable to their heap).
+ *
+ * Switches (spin -DNAME -a remote_free.pml):
+ *   NO_RETIRE       heap_destroy never retires H: it is reused whatever its
+ *                   next tag, the tag wraps, and a batch of a destroyed life
+ *                   is linked into a later one (P1 fails);
+ *   NO_PUSH_GUARD   inbox_push does not count itself in (pushers) from its
+ *                   load of the inbox word to its CAS or its drop, and
+ *                   heap_destroy does not wait for the count to reach 0
+ *                   after its exchange: a push writes its tail's link into
+ *                   memory that went with a destroyed life (P1 fails);
+ *   NO_FINAL_SERVE  no background round once everything else is done;
+ *   USER_HEAP, THREAD_HEAP  only that kind of heap;
+ *   TAGS (3), NT (2), MAX_ABANDON (2): the bounds. With TAGS tags, H has
+ *   at most TAGS - 1 lives (TAGS + 1 with NO_RETIRE).
+ */
+
+#ifndef NO_PUSH_GUARD
+#define PUSH_GUARD         /* as the code has it (inbox_push, heap_destroy) */
+#endif
+
+#ifndef TAGS
+#define TAGS 3
+#endif
+#ifndef NT
+#define NT 2
+#endif
+#define NB 3               /* blocks per life: 0, 1 small, 2 large */
+#define LARGE 2
+#define LIVES (TAGS + 1)   /* the owner destroys at most TAGS times */
+#define NBLK (LIVES * NB)
+#define BATCH 2            /* OUTBOX_BATCH (64 in the code) */
+#ifndef MAX_ABANDON
+#define MAX_ABANDON 2      /* exits (and adoptions) of a thread's heap */
+#endif
+#define NIL 255
+#define NOLIFE 255
+
+/* heap_t.state (enum heap_state); RETIRED: destroyed on the last tag */
+#define FREE 0
+#define OWNED 1
+#define ABANDONED 2
+#define BUSY 3
+#define RETIRED 4
+
+/* where a block is (ghost) */
+#define W_NEW 6       /* not yet allocated in its life */
+#define W_PAGE 0      /* freed back into its page */
+#define W_ALLOC 1     /* the program's */
+#define W_FREEING 2   /* in a call of free */
+#define W_OUTBOX 3    /* in the batch of thread ow[b]'s outbox slot */
+#define W_INBOX 4     /* on H's inbox list */
+#define W_DROPPED 5   /* went with its destroyed life */
+
+byte state = OWNED;           /* heap_t.state */
+bool user;                    /* HEAP_KIND_USER (else HEAP_KIND_THREAD) */
+byte g = 0;                   /* heap_t.generation */
+byte mem = 0;                 /* ghost: the life whose memory exists */
+byte inbox_head = NIL;        /* heap_t.inbox: the list ... */
+byte inbox_tag = 0;           /* ... and the tag, generation mod TAGS */
+byte inbox_n = 0;             /* ghost: blocks pushed since the last take */
+bit seglock;                  /* segment_set_t.lock */
+byte nfreeing;                /* ghost: free calls of small blocks under way */
+#ifdef PUSH_GUARD
+byte pushers;
+#endif
+
+byte where[NBLK];
+byte ow[NBLK];
+byte nxt[NBLK];               /* a block's remote link (block_set_remote_next) */
+
+/* each freeing thread's outbox slot for H (outbox_slot_t) */
+byte s_tag[NT];               /* slot->generation; NIL: another heap's */
+byte s_life[NT];              /* ghost: the life its batch was built for */
+byte s_head[NT];
+byte s_tail[NT];
+byte s_cnt[NT];
+bit idle[NT];
+
+byte freers_done;
+bit owner_done;
+
+#define LIFE(b) ((b) / NB)
+
+/* heap_drain_inbox: one exchange of the inbox word to (empty, same tag),
+ * then each block is freed into its page (free_local: owner-only lists).
+ * Run by the owner, or by a thread that holds H as BUSY. */
+inline drain() {
+  atomic {
+    hd = inbox_head; inbox_head = NIL;
+    k = inbox_n; inbox_n = 0
+  }
+  atomic {
+    n = 0;
+    do
+    :: hd != NIL ->
+       assert(n < NBLK);                  /* P2: no cycle */
+       assert(where[hd] == W_INBOX);      /* P2 */
+       assert(LIFE(hd) == g && mem == g); /* P1: free_local into this life */
+       where[hd] = W_PAGE;
+       n++;
+       k2 = nxt[hd]; nxt[hd] = NIL; hd = k2
+    :: else -> break
+    od;
+    assert(n == k);                       /* P2/P3: all that was pushed */
+    hd = 0; n = 0; k = 0; k2 = 0
+  }
+}
+
+/* heap_serve_abandoned (and heaps_background_round's ABANDONED case):
+ * CAS ABANDONED -> BUSY, take the inbox, store ABANDONED. */
+inline serve() {
+  atomic {
+    if
+    :: state == ABANDONED -> state = BUSY; srv = 1
+    :: else -> srv = 0
+    fi
+  }
+  if
+  :: srv -> drain(); atomic { state = ABANDONED; srv = 0 }
+  :: else
+  fi
+}
+
+/* Drop thread t's batch: its life has ended, its blocks went with it. */
+inline drop_batch(t) {
+  assert(s_life[t] != g);                 /* P3: never a live life's batch */
+  hd = s_head[t]; n = 0;
+  do
+  :: n < s_cnt[t] ->
+     assert(where[hd] == W_OUTBOX && ow[hd] == t);
+     where[hd] = W_DROPPED; ow[hd] = 0; n++;
+     k = nxt[hd]; nxt[hd] = NIL; hd = k
+  :: else -> break
+  od;
+  k = 0
+}
+
+/* heap_outbox_flush_slot -> inbox_push(dst, slot->generation, head, tail):
+ *   old = load(inbox)                                 -- step 1
+ *   do { if (tag(old) != batch tag) return false;     -- step 2: dropped,
+ *        tail->link = list(old);                      --   or a write into
+ *   } while (!CAS(inbox, old, head | tag));           --   the batch and CAS
+ * then, if dst is ABANDONED, heap_serve_abandoned(dst). The check, the
+ * write and the CAS are one step here (the write goes to memory only the
+ * pusher touches until the CAS succeeds), but the load is one of its own:
+ * the life may end between the load and the write. */
+inline push(t) {
+  atomic {
+#ifdef PUSH_GUARD
+    pushers++;
+#endif
+    ph = inbox_head; pt = inbox_tag; ok = 0
+  }
+  do
+  :: ok -> break
+  :: else ->
+     atomic {
+       if
+       :: pt != s_tag[t] ->
+          /* the life moved on: the batch is dropped, its blocks went with it */
+          drop_batch(t);
+          ok = 1
+       :: else ->
+          /* the tail's link, a write into the batch: the tag still
+           * matches only in the batch's own life (P1, the wrap) and the
+           * batch's memory must still be there (P1: the life did not end
+           * since the load) */
+          assert(inbox_tag != pt || s_life[t] == g);
+          assert(mem == s_life[t]);
+          assert(where[s_tail[t]] == W_OUTBOX && ow[s_tail[t]] == t); /* P2 */
+          nxt[s_tail[t]] = ph;
+          if
+          :: inbox_head == ph && inbox_tag == pt ->           /* CAS succeeds */
+             assert(s_life[t] == g && mem == g);              /* P1: its own life */
+             inbox_head = s_head[t]; inbox_tag = s_tag[t];   /* head | tag */
+             hd = s_head[t]; n = 0;
+             do
+             :: n < s_cnt[t] ->
+                assert(where[hd] == W_OUTBOX && ow[hd] == t); /* P2 */
+                where[hd] = W_INBOX; ow[hd] = 0; n++; hd = nxt[hd]
+             :: else -> break
+             od;
+             inbox_n = inbox_n + s_cnt[t];
+             ok = 1
+          :: else ->                                          /* CAS fails: reload */
+             ph = inbox_head; pt = inbox_tag
+          fi
+       fi
+     }
+  od;
+  atomic {
+#ifdef PUSH_GUARD
+    pushers--;
+#endif
+    s_head[t] = NIL; s_tail[t] = NIL; s_cnt[t] = 0; s_life[t] = 0;
+    ph = 0; pt = 0; ok = 0; hd = 0; n = 0
+  }
+  serve()
+}
+
+/* heap_remote_free: b joins thread t's batch */
+inline link(t, b) {
+  if
+  :: s_cnt[t] == 0 -> s_life[t] = LIFE(b); s_tail[t] = b
+  :: else -> assert(s_life[t] == LIFE(b))   /* P1: one life per batch */
+  fi;
+  nxt[b] = s_head[t]; s_head[t] = b; s_cnt[t]++;
+  where[b] = W_OUTBOX; ow[b] = t
+}
+
+proctype Owner() {
+  byte hd, n, k, k2, b, abandons;
+  bit srv;
+  do
+  /* malloc: page_pop of a small block of this life */
+  :: atomic {
+       if
+       :: where[g * NB + 0] == W_NEW -> b = g * NB + 0
+       :: where[g * NB + 1] == W_NEW -> b = g * NB + 1
+       fi;
+       where[b] = W_ALLOC; b = 0
+     }
+  /* malloc of a large block: a span (span_alloc_large, under the lock) */
+  :: atomic { seglock == 0 && where[g * NB + LARGE] == W_NEW ->
+       where[g * NB + LARGE] = W_ALLOC }
+  /* heap_housekeeping / heap_collect / alloc_large: take the inbox */
+  :: drain()
+  /* heap_destroy (a first-class heap). The program has finished its
+   * frees of this life's blocks (nfreeing == 0); batches may still wait in
+   * other threads' outboxes. */
+  :: atomic { user && nfreeing == 0 && g < LIVES - 1 ->
+       g++;                                  /* h->generation + 1 */
+       /* exchange the inbox to (empty, new tag): what it held is dropped */
+       hd = inbox_head; inbox_head = NIL; inbox_n = 0;
+       inbox_tag = g % TAGS;
+       n = 0;
+       do
+       :: hd != NIL ->
+          assert(n < NBLK && where[hd] == W_INBOX);
+          where[hd] = W_DROPPED; n++;
+          k = nxt[hd]; nxt[hd] = NIL; hd = k
+       :: else -> break
+       od;
+       hd = 0; n = 0; k = 0; k2 = 0
+     }
+     /* heap_flush_outbox(h): H's own outbox holds no block of H */
+#ifdef PUSH_GUARD
+     (pushers == 0);
+#endif
+     /* segment_set_release_all, under the set's lock: the life's memory
+      * goes; blocks in outboxes are dropped at their push */
+     atomic { seglock == 0 ->
+       b = (g - 1) * NB;
+       do
+       :: b < g * NB ->
+          if
+          :: where[b] == W_NEW || where[b] == W_PAGE || where[b] == W_ALLOC ||
+             where[b] == W_FREEING ->
+             where[b] = W_DROPPED
+          :: else
+          fi;
+          b++
+       :: else -> break
+       od;
+       mem = NOLIFE; b = 0
+     }
+#ifndef NO_RETIRE
+     if
+     :: g % TAGS == TAGS - 1 ->
+        /* the last tag: retired, never reused; its inbox keeps the tag */
+        state = RETIRED;
+        break
+     :: else
+     fi;
+#endif
+     state = FREE;
+     if
+     :: /* heap_reuse_free: CAS FREE -> BUSY, heap_init_fields, OWNED */
+        atomic { state == FREE -> state = BUSY }
+        atomic { mem = g; state = OWNED }
+     :: break                                /* left FREE */
+     fi
+  /* thread exit (a thread's heap): heap_abandon */
+  :: !user && abandons < MAX_ABANDON ->
+     abandons++;
+     drain();                                /* heap_collect; own outbox: empty */
+     state = ABANDONED;                      /* release */
+     serve();                                /* frees that arrived meanwhile */
+     if
+     :: /* a new thread: heap_adopt_abandoned */
+        atomic { state == ABANDONED -> state = BUSY }
+        state = OWNED;
+        drain()
+     :: break                                /* no thread adopts it */
+     fi
+  /* the program stops using H, its frees done: later slow paths drain */
+  :: freers_done == NT -> drain(); break
+  od;
+  owner_done = 1
+}
+
+proctype Freer(byte t) {
+  byte b, tag, ph, pt, hd, n, k, k2;
+  bit ok, srv, rt;
+  do
+  /* free of a small block of H from this thread: free_remote. The tag is
+   * read from H's inbox word; a slot for another heap or tag is retargeted
+   * (free_remote_uncommon, heap_outbox_retarget), which hands its batch
+   * over first; then heap_remote_free links b into the batch (plain
+   * writes to b and to the thread's own slot). */
+  :: atomic {
+       if
+       :: where[g * NB + 0] == W_ALLOC -> b = g * NB + 0
+       :: where[g * NB + 1] == W_ALLOC -> b = g * NB + 1
+       fi;
+       tag = inbox_tag;                      /* gen from dst->inbox >> 48 */
+       assert(tag == LIFE(b) % TAGS);
+       if
+       :: s_tag[t] == tag || s_cnt[t] == 0 ->
+          s_tag[t] = tag;                    /* nothing to hand over */
+          link(t, b);
+          b = 0; tag = 0
+       :: else ->
+          where[b] = W_FREEING; nfreeing++;  /* the call goes on */
+          rt = 1
+       fi
+     }
+     if
+     :: rt ->
+        push(t);                             /* heap_outbox_retarget */
+        atomic {
+          s_tag[t] = tag;
+          assert(where[b] == W_FREEING);
+          link(t, b);
+          nfreeing--; b = 0; tag = 0; rt = 0
+        }
+     :: else
+     fi;
+     if
+     :: s_cnt[t] >= BATCH -> push(t)         /* full: OUTBOX_BATCH */
+     :: else
+     fi
+  /* free of a large block of H: under H's segment-set lock, if its segment
+   * is still H's current life's and the span in use, the span is freed */
+  :: atomic { where[g * NB + LARGE] == W_ALLOC ->
+       b = g * NB + LARGE; where[b] = W_FREEING }
+     atomic { seglock == 0 -> seglock = 1 }
+     atomic {
+       if
+       :: mem == LIFE(b) && where[b] == W_FREEING -> where[b] = W_PAGE
+       :: else -> assert(where[b] == W_DROPPED)
+       fi;
+       seglock = 0
+     }
+  /* the slot is handed over: its thread ran out of a page, or the slot is
+   * taken for another heap */
+  :: s_cnt[t] > 0 -> push(t)
+  /* thread exit: heap_flush_outbox */
+  :: if
+     :: s_cnt[t] > 0 -> push(t)
+     :: else
+     fi;
+     break
+  /* the thread goes idle for good, holding its batch */
+  :: idle[t] = 1; break
+  od;
+  freers_done++
+}
+
+proctype Background() {
+  byte hd, n, k, k2;
+  bit srv;
+  do
+  :: state == ABANDONED -> serve()           /* heaps_background_round */
+  :: owner_done && freers_done == NT -> break
+  od;
+#ifndef NO_FINAL_SERVE
+  serve();                                   /* a later round */
+#else
+  skip;
+#endif
+  /* P3 at the end */
+  d_step {
+    hd = 0;
+    do
+    :: hd < NBLK ->
+       assert(where[hd] == W_NEW || where[hd] == W_PAGE || where[hd] == W_ALLOC ||
+              where[hd] == W_DROPPED ||
+              (where[hd] == W_OUTBOX && idle[ow[hd]]));
+       hd++
+    :: else -> break
+    od;
+    hd = 0;
+    do
+    :: hd < NT -> assert(s_cnt[hd] == 0 || idle[hd]); hd++
+    :: else -> break
+    od
+  }
+}
+
+init {
+  byte i;
+  atomic {
+    i = 0;
+    do
+    :: i < NBLK -> nxt[i] = NIL; where[i] = W_NEW; i++
+    :: else -> break
+    od;
+    i = 0;
+    do
+    :: i < NT -> s_tag[i] = NIL; s_head[i] = NIL; s_tail[i] = NIL; i++
+    :: else -> break
+    od;
+#if defined(USER_HEAP)
+    user = 1;
+#elif defined(THREAD_HEAP)
+    user = 0;
+#else
+    if
+    :: user = 1
+    :: user = 0
+    fi;
+#endif
+    run Owner();
+    i = 0;
+    do
+    :: i < NT -> run Freer(i); i++
+    :: else -> break
+    od;
+    run Background()
+  }
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The model of the remote-free protocol (tests/model/remote_free.pml,
+# docs/DESIGN.md "The model of the remote-free protocol"), checked with spin:
+# the model as the code has it must pass (no assertion violated, no invalid
+# end state); the model without the retirement of a heap object on its
+# last tag (-DNO_RETIRE) must fail, a batch of a destroyed life being linked
+# into a later life once the tag wraps; and the model without the push
+# guard (-DNO_PUSH_GUARD) must fail, a push writing into a destroyed life.
+# Prints the states and the depth of each search.
+# ctest-labels: model
+set -uo pipefail
+SKIP_NAME=test_model
+src="${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+. "$src/tests/skip.sh"
+command -v spin >/dev/null || skip "spin not installed (scripts/setup.sh installs it)"
+CC_MODEL="${CC:-}"
+if [ -z "$CC_MODEL" ] || ! command -v "$CC_MODEL" >/dev/null; then
+  CC_MODEL=$(command -v gcc || command -v cc || true)
+fi
+[ -n "$CC_MODEL" ] || skip "no C compiler for spin's verifier"
+
+model="$src/tests/model/remote_free.pml"
+work=$(mktemp -d "${TMPDIR:-/tmp}/brisk-model.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Searches are depth-first with the bounds below: depth (-m) and memory
+# (-DMEMLIM, MB). The model's own bounds (blocks, threads, tags) are in
+# remote_free.pml.
+DEPTH=10000
+MEMLIM=1024
+
+# run NAME SPIN_FLAGS...: builds and runs the verifier of one variant in
+# $work/NAME; leaves pan's report in $work/NAME/pan.out. Fails if the
+# search could not be made (build error, memory or depth bound reached).
+run() {
+  local name=$1; shift
+  local d="$work/$name"
+  mkdir -p "$d"
+  cp "$model" "$d/remote_free.pml"
+  local t0=$SECONDS
+  if ! (cd "$d" && spin "$@" -a remote_free.pml >spin.out 2>&1); then
+    echo "$SKIP_NAME: FAIL: $name: spin $* -a failed:"; cat "$d/spin.out"; return 1
+  fi
+  if ! (cd "$d" && "$CC_MODEL" -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=$MEMLIM -w -o pan pan.c 2>cc.out); then
+    echo "$SKIP_NAME: FAIL: $name: the verifier did not build:"; cat "$d/cc.out"; return 1
+  fi
+  (cd "$d" && timeout 120 ./pan -m$DEPTH -n >pan.out 2>&1)
+  local rc=$?
+  local stored trans depth errors
+  stored=$(sed -n 's/^ *\([0-9e.+]*\) states, stored.*/\1/p' "$d/pan.out" | head -1)
+  trans=$(sed -n 's/^ *\([0-9e.+]*\) transitions.*/\1/p' "$d/pan.out" | head -1)
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$d/pan.out" | head -1)
+  errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out" | head -1)
+  echo "$SKIP_NAME: $name (spin ${*:+$* }-a): errors: ${errors:-?}, ${stored:-?} states stored," \
+       "${trans:-?} transitions, depth reached ${depth:-?}, $((SECONDS - t0)) s"
+  if [ $rc -ne 0 ] || [ -z "$errors" ] || grep -qE "max search depth too small|out of memory|memory limit" "$d/pan.out"; then
+    echo "$SKIP_NAME: FAIL: $name: the search did not complete (status $rc):"
+    tail -20 "$d/pan.out"
+    return 1
+  fi
+  echo "$errors" >"$d/errors"
+}
+
+# trail NAME SPIN_FLAGS...: the steps of the counterexample pan found,
+# the shortest one if a breadth-first search finds it within the bounds.
+trail() {
+  local name=$1; shift
+  local d="$work/$name"
+  if (cd "$d" && "$CC_MODEL" -O2 -DSAFETY -DBFS -DMEMLIM=$MEMLIM -w -o pan_bfs pan.c 2>/dev/null &&
+      timeout 60 ./pan_bfs -n >pan_bfs.out 2>&1) || grep -q "errors: [1-9]" "$d/pan_bfs.out" 2>/dev/null; then
+    grep -m1 "assertion violated\|invalid end state" "$d/pan_bfs.out"
+  else
+    grep -m1 "assertion violated\|invalid end state" "$d/pan.out"
+  fi
+  (cd "$work/$name" && spin "$@" -t -p remote_free.pml 2>&1) |
+    grep -E "^ *[0-9]+:[[:space:]]+proc +[1-9]" |
+    grep -vE "\[(else|break|\(1\)|DO|\.\(goto\)|goto [^]]*|(hd|n|k|k2|b|tag|ok|ph|pt|srv) = 0)\]" |
+    sed 's/^ *[0-9]*:[[:space:]]*//' | tail -60
+}
+
+status=0
+
+# The protocol as the code has it: heap_destroy retires the object on its
+# last tag.
+if run fixed; then
+  if [ "$(cat "$work/fixed/errors")" != 0 ]; then
+    echo "$SKIP_NAME: FAIL: the model of the protocol violates a property; counterexample:"
+    trail fixed
+    status=1
+  fi
+else
+  status=1
+fi
+
+# Without the retirement the tag wraps. With the push guarded (as the
+# code has it), the violation found can only be the wrap: a batch whose
+# tag matches a later life of its heap object.
+if run no_retire -DNO_RETIRE; then
+  if [ "$(cat "$work/no_retire/errors")" = 0 ]; then
+    echo "$SKIP_NAME: FAIL: the model without retirement passed: the check does not see the wrap"
+    status=1
+  elif ! grep "assertion violated" "$work/no_retire/pan.out" |
+         grep -qF -e '(inbox_tag!=pt)||(s_life[t]==g)' -e '(s_life[t]==(b/3))'; then
+    echo "$SKIP_NAME: FAIL: the model without retirement failed, but not on the wrap:"
+    trail no_retire -DNO_RETIRE
+    status=1
+  else
+    echo "$SKIP_NAME: without retirement, as expected: $(grep -m1 'assertion violated' "$work/no_retire/pan.out")"
+  fi
+else
+  status=1
+fi
+
+# Without the push guard, a push that loaded the old tag writes its tail's
+# link after the heap's memory went (one destroy is enough).
+if run no_push_guard -DNO_PUSH_GUARD; then
+  if [ "$(cat "$work/no_push_guard/errors")" = 0 ]; then
+    echo "$SKIP_NAME: FAIL: the model without the push guard passed: the check does not see the late write"
+    status=1
+  else
+    echo "$SKIP_NAME: without the push guard, as expected: $(grep -m1 'assertion violated' "$work/no_push_guard/pan.out")"
+  fi
+else
+  status=1
+fi
+
+if [ $status -eq 0 ]; then echo "$SKIP_NAME: PASS"; else echo "$SKIP_NAME: FAILED"; fi
+exit $status

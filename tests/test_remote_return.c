@@ -1,0 +1,181 @@
+/* Memory freed by another thread goes back to the OS on time, whatever
+ * the thread that allocated it does afterwards.
+ *
+ * In each case an owner thread allocates 64 MiB of blocks of one size and
+ * writes them, hands them to one or four freeing threads, which free them
+ * all and then sleep; the owner then sleeps (nanosleep), blocks (a
+ * condition variable) or exits, and neither ever calls brisk again while
+ * the main thread watches RSS (/proc/self/statm). What the blocks added to
+ * RSS must fall below 5% of its peak within 1 s of the last free (the
+ * purge delay is the default 50 ms; the background thread does the work).
+ * Sizes: small (256 B), medium (48 KiB), large (200,000 B) and huge
+ * (3 MiB). Each case runs in a process of its own (this program run again
+ * with the case's arguments), so that one case's memory is not another's.
+ *
+ *   test_remote_return                  every case
+ *   test_remote_return SIZE FREERS MODE one case (MODE: sleep, block, exit) */
+#include <brisk.h>
+
+#include "brisk_errors.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOTAL ((size_t)64 << 20)
+#define MAX_FREERS 4
+
+static size_t size, count;
+static int freers;
+static const char *mode;
+static void **blocks;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int handed, done_freeing, allocated;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f == NULL || fscanf(f, "%ld %ld", &pages, &resident) != 2) {
+    printf("test_remote_return: FAIL: cannot read /proc/self/statm\n");
+    exit(1);
+  }
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void *owner(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < count; i++) {
+    blocks[i] = malloc(size);
+    if (blocks[i] == NULL) {
+      printf("test_remote_return: FAIL: malloc(%zu) returned NULL\n", size);
+      exit(1);
+    }
+    memset(blocks[i], (int)(i & 0xff) | 1, size);
+  }
+  pthread_mutex_lock(&mu);
+  allocated = 1;
+  pthread_cond_broadcast(&cv);
+  while (!handed) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  if (strcmp(mode, "exit") == 0) return NULL;
+  if (strcmp(mode, "sleep") == 0) {
+    for (;;) sleep_s(3600);
+  }
+  pthread_mutex_lock(&mu); /* block: a wait that never ends */
+  for (;;) pthread_cond_wait(&cv, &mu);
+}
+
+static void *freer(void *arg) {
+  size_t k = (size_t)(uintptr_t)arg;
+  free(malloc(16)); /* a heap of its own: its frees are batched as a program's would be */
+  pthread_mutex_lock(&mu);
+  while (!handed) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  for (size_t i = k; i < count; i += (size_t)freers) {
+    const unsigned char *p = blocks[i];
+    if (p[0] != ((i & 0xff) | 1) || p[size - 1] != ((i & 0xff) | 1)) {
+      printf("test_remote_return: FAIL: block %zu changed before it was freed\n", i);
+      exit(1);
+    }
+    free(blocks[i]);
+  }
+  pthread_mutex_lock(&mu);
+  done_freeing++;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  for (;;) sleep_s(3600); /* asleep after its last free */
+}
+
+static int run_case(void) {
+  count = TOTAL / size;
+  if (count < 8) count = 8;
+  blocks = calloc(count, sizeof(void *));
+  pthread_t t;
+  pthread_t f[MAX_FREERS];
+  for (int k = 0; k < freers; k++) pthread_create(&f[k], NULL, freer, (void *)(uintptr_t)k);
+  sleep_s(0.1);
+  long base = rss_kib();
+  pthread_create(&t, NULL, owner, NULL);
+  pthread_mutex_lock(&mu);
+  while (!allocated) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  long peak = rss_kib();
+  pthread_mutex_lock(&mu);
+  handed = 1;
+  pthread_cond_broadcast(&cv);
+  while (done_freeing < freers) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  double t0 = now_s();
+  long grown = peak - base, left = grown;
+  double took = -1;
+  while (now_s() - t0 < 1.0) {
+    sleep_s(0.02);
+    left = rss_kib() - base;
+    if (left * 20 < grown) {
+      took = now_s() - t0;
+      break;
+    }
+  }
+  double share = grown > 0 ? 100.0 * (double)(left < 0 ? 0 : left) / (double)grown : 0;
+  printf("test_remote_return: %zu-byte blocks, %d freeing thread%s, owner %s: %ld KiB at the peak, %.1f%% left",
+         size, freers, freers > 1 ? "s" : "", strcmp(mode, "exit") == 0 ? "exited" : strcmp(mode, "sleep") == 0 ? "asleep" : "blocked",
+         grown, share);
+  printf(" (blocks parked %.0f, purged %.0f KiB)", brisk_stat("remote_parked"), brisk_stat("purged_bytes") / 1024);
+  if (took >= 0) printf(" after %.2f s: ok\n", took);
+  else printf(" after 1 s: FAIL (must be under 5%%)\n");
+  fflush(stdout);
+  _exit(took >= 0 ? 0 : 1);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4) {
+    size = strtoul(argv[1], NULL, 0);
+    freers = atoi(argv[2]);
+    mode = argv[3];
+    if (size == 0 || freers < 1 || freers > MAX_FREERS) return 2;
+    return run_case();
+  }
+  static const size_t sizes[] = {256, 48 * 1024, 200000, 3u << 20};
+  static const char *const modes[] = {"sleep", "block", "exit"};
+  int failed = 0, passed = 0;
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+    for (int m = 0; m < 4; m++) {
+      char sz[32], fr[8];
+      snprintf(sz, sizeof(sz), "%zu", sizes[s]);
+      snprintf(fr, sizeof(fr), "%d", m == 3 ? 4 : 1);
+      const char *md = modes[m == 3 ? 0 : m];
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) {
+        execl("/proc/self/exe", argv[0], sz, fr, md, (char *)NULL);
+        _exit(127);
+      }
+      int st = 0;
+      waitpid(pid, &st, 0);
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 0) passed++;
+      else failed++;
+    }
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
