@@ -680,7 +680,12 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
         p = alloc_large_or_huge(h, size, alignment, c != 0);
         if (p != NULL) spg = page_of(registry_lookup((uintptr_t)p), (uintptr_t)p);
       }
-      if (p != NULL) prof_sampled(h, spg, size, c, counted);
+      if (p != NULL) {
+        /* A large block sampled: its free by another thread must reach
+         * this owner (span_free_foreign), which its flag says. */
+        if (spg->flags & PAGE_LARGE) spg->flags |= PAGE_SAMPLE;
+        prof_sampled(h, spg, size, c, counted);
+      }
     } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
       prof_expose(ph, c, pg);
       return p;

@@ -14,7 +14,9 @@
  *   |   each class, 1..8            |  of pointers per class
  *   +-------------------------------+  own cache line:
  *   | inbox (atomic)                |  remote frees pushed by any thread
- *   +-------------------------------+
+ *   | parked, inbox_watched,        |  an idle owner's inbox taken and
+ *   |   pushers, inbox_seen*        |  purged by the background thread
+ *   +-------------------------------+  (park.h); pushes under way
  *
  * Cross-thread rules:
  *  - Only the owner (the thread whose id is in `tid`, or the thread that

@@ -56,6 +56,9 @@ enum page_flags {
   PAGE_HUGE = 1 << 3,    /* one huge block, mapping of its own */
   PAGE_ZERO = 1 << 4,    /* memory not yet carved is known to be zero */
   PAGE_CACHED = 1 << 5,  /* its frees go to the heap's class cache first */
+  PAGE_SAMPLE = 1 << 6,  /* a large block the heap profiler sampled (set before
+                            it is handed out, while its prof_slot may still be
+                            written by its owner: heap_alloc_counted) */
 };
 
 /* 128 bytes, two cache lines kept apart by who writes them. The first is

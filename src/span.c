@@ -633,8 +633,11 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
   } else if (span->span != span || (span->flags & (PAGE_IN_USE | kind)) != (PAGE_IN_USE | kind) ||
              span->start != (const uint8_t *)p) {
     r = FOREIGN_NOT_IN_USE; /* freed meanwhile by another thread */
-  } else if (span->prof_slot != 0) {
-    r = FOREIGN_BATCH; /* a sample: the owner tells the profiler */
+  } else if (kind == PAGE_HUGE ? span->prof_slot != 0 : (span->flags & PAGE_SAMPLE) != 0) {
+    /* A sample: the owner tells the profiler. A large one's slot is
+     * written by its owner later on (the heap's batch of samples): only
+     * the flag, set before the block was handed out, is read here. */
+    r = FOREIGN_BATCH;
   } else if (kind == PAGE_HUGE) {
     LIST_REMOVE(&set->huge, seg, next, prev);
     set_unlock(set);

@@ -3,8 +3,8 @@
  * comes and goes. With a purge delay of 1 ms, two producer threads
  * allocate bursts of blocks (16 B .. 48 KiB), fill each with a pattern of
  * its address, and pass them to two consumer threads, which check and
- * free them; between bursts a producer sleeps 0..30 ms, long enough for
- * its inbox to be parked, and keeps a few blocks of its own alive across
+ * free them; between bursts a producer sleeps 0..30 ms (one time in
+ * eight 150 ms), long enough for its inbox to be parked, and keeps a few blocks of its own alive across
  * the sleeps, checked after each. Every block handed out must be whole,
  * never one still alive (a parked block given out twice would overwrite a
  * live one's pattern), brisk must report nothing, and parking must have
@@ -66,7 +66,7 @@ static size_t pick_size(uint64_t *s) {
 }
 
 static void sleep_ms(long ms) {
-  struct timespec ts = {0, ms * 1000000L};
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
 
@@ -75,7 +75,7 @@ static void *producer(void *arg) {
   unsigned char *keep[KEEP];
   for (int i = 0; i < KEEP; i++) {
     size_t n = pick_size(&s);
-    keep[i] = malloc(n);
+    keep[i] = brisk_malloc(n);
     if (keep[i] == NULL) fail("malloc", NULL);
     fill(keep[i], n);
   }
@@ -83,7 +83,7 @@ static void *producer(void *arg) {
     int burst = 200 + (int)(rnd(&s) % 2000);
     for (int k = 0; k < burst; k++) {
       size_t n = pick_size(&s);
-      unsigned char *p = malloc(n);
+      unsigned char *p = brisk_malloc(n);
       if (p == NULL) fail("malloc", NULL);
       fill(p, n);
       size_t slot = rnd(&s) % QUEUE;
@@ -94,18 +94,20 @@ static void *producer(void *arg) {
       }
       atomic_fetch_add(&produced, 1);
     }
-    sleep_ms((long)(rnd(&s) % 31)); /* idle: its inbox may be parked */
+    /* idle: its inbox may be parked once the consumers are done with its
+     * blocks (every eighth sleep long enough for that on a slow build) */
+    sleep_ms(rnd(&s) % 8 == 0 ? 150 : (long)(rnd(&s) % 31));
     for (int i = 0; i < KEEP; i++) check(keep[i]);
     int j = (int)(rnd(&s) % KEEP); /* one of the kept blocks replaced */
-    free(keep[j]);
+    brisk_free(keep[j]);
     size_t n = pick_size(&s);
-    keep[j] = malloc(n);
+    keep[j] = brisk_malloc(n);
     if (keep[j] == NULL) fail("malloc", NULL);
     fill(keep[j], n);
   }
   for (int i = 0; i < KEEP; i++) {
     check(keep[i]);
-    free(keep[i]);
+    brisk_free(keep[i]);
   }
   return NULL;
 }
@@ -118,7 +120,7 @@ static void *consumer(void *arg) {
       uintptr_t p = atomic_exchange(&queue[slot], 0);
       if (p == 0) continue;
       check((unsigned char *)p);
-      free((void *)p);
+      brisk_free((void *)p);
       atomic_fetch_add(&consumed, 1);
     }
   }
@@ -139,7 +141,7 @@ int main(void) {
     uintptr_t b = atomic_exchange(&queue[i], 0);
     if (b) {
       check((unsigned char *)b);
-      free((void *)b);
+      brisk_free((void *)b);
       atomic_fetch_add(&consumed, 1);
     }
   }

@@ -99,10 +99,15 @@ extern "C" {
     /// Change an option while running; 0 or an errno value (ENOENT,
     /// EINVAL, EPERM for an option read at start-up only).
     pub fn brisk_option_set(name: *const c_char, value: c_long) -> c_int;
-    /// Testing: requests for memory from the OS fail after `fail_after`
-    /// more (negative: no limit) and with probability
-    /// `fail_per_million / 10^6`; `(-1, 0)` switches it off.
+    /// Testing: the system calls chosen by `brisk_fault_injection_calls`
+    /// (by default mmap) fail after `fail_after` more (negative: no limit)
+    /// and with probability `fail_per_million / 10^6`; `(-1, 0)` switches
+    /// it off.
     pub fn brisk_fault_injection(fail_after: c_long, fail_per_million: c_uint);
+    /// Testing: which calls `brisk_fault_injection` makes fail, a sum of
+    /// 1 mmap (and a growing mremap), 2 munmap, 4 madvise, 8 mremap,
+    /// 16 mprotect, 32 the background thread's start.
+    pub fn brisk_fault_injection_calls(kinds: c_uint);
 
     // First-class heaps: a heap allocates only on the thread that created
     // it; its blocks may be freed from any thread.

@@ -146,12 +146,24 @@ json_struct! {
         madvise_calls: i64,
         /// Bytes returned to the OS by purges.
         purged_bytes: i64,
+        /// System calls the OS refused: mmap (or a growing mremap), mremap,
+        /// the background thread's start, purges (locked memory: the memory
+        /// stays resident and is never taken for zero), munmap, and the
+        /// hardened build's guard-page mprotect.
+        map_failures: i64,
+        remap_failures: i64,
+        thread_failures: i64,
+        purge_failures: i64,
+        unmap_failures: i64,
+        protect_failures: i64,
         huge_allocs: i64,
         large_allocs: i64,
         /// Batches of frees from other threads handed over.
         remote_batches: i64,
-        /// Blocks freed by a thread other than their owner.
+        /// Blocks freed by a thread other than their owner, and of those,
+        /// the blocks the background thread took from an idle owner's inbox.
         remote_frees: i64,
+        remote_parked: i64,
         /// Heaps left by exiting threads, and those taken over by new threads.
         heaps_abandoned: i64,
         heaps_adopted: i64,
