@@ -167,7 +167,10 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
     return;
   }
   if (!current) heap_outbox_retarget(slot, dst, gen);
-  heap_remote_free(me, slot, b, page_is_single_block(pg));
+  /* Medium blocks are handed over at once: a batch of them held by a
+   * thread that goes idle would keep megabytes from their owner. (A
+   * large or huge block here is one the owner must take back itself.) */
+  heap_remote_free(me, slot, b, page_is_single_block(pg) || pg->block_size > SMALL_MAX);
 }
 
 /* A block of another thread's heap, checked to be a block start. Inlined
@@ -179,16 +182,16 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
   heap_t *me = brisk_tls_heap;
   outbox_slot_t *slot = heap_outbox_slot(me, dst);
+  /* block_size - 1 wraps for a huge block over 4 GiB (block_size 0): a
+   * large, huge or medium block is one compare */
   if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || me->kind == HEAP_KIND_STATIC ||
-                     slot->head == b || page_is_single_block(pg) ||
+                     slot->head == b || pg->block_size - 1u >= (uint32_t)SMALL_MAX ||
                      slot->generation !=
                          (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT))) {
     free_remote_uncommon(seg, pg, b, fn);
     return;
   }
-  /* Medium blocks are handed over at once: a batch of them held by a
-   * thread that goes idle would keep megabytes from their owner. */
-  heap_remote_free(me, slot, b, pg->block_size > SMALL_MAX);
+  heap_remote_free(me, slot, b, false);
 }
 
 static BRISK_NOINLINE void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn);

@@ -143,7 +143,11 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
  * ------------------------------------------------------------------------- */
 
 /* Hand a chain over to dst; false when dst's generation moved on. */
-static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
+/* What inbox_push did: dropped the batch (dst's generation moved on),
+ * pushed it, or pushed it into an empty inbox. */
+enum { PUSH_DROPPED = 0, PUSH_DONE = 1, PUSH_FIRST = 2 };
+
+static int inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
   /* Counted in before the first load: a destruction that exchanged the
    * inbox before it is seen (the tag moved on), one after it waits for us
    * before the tail's memory can go (heap_destroy). */
@@ -153,7 +157,7 @@ static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) 
   do {
     if ((old & ~INBOX_PTR_MASK) != tag) {
       atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
-      return false;
+      return PUSH_DROPPED;
     }
     /* keep the tail's suspect bit */
     block_set_remote_next(tail, (block_t *)(old & INBOX_PTR_MASK),
@@ -161,23 +165,29 @@ static bool inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) 
   } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
   atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
   STAT_COUNT(remote_batches, 1);
-  /* The first batch since the owner last took its inbox in: watched, so
-   * that it is not kept for good if the owner does not come by. */
-  if (BRISK_UNLIKELY((old & INBOX_PTR_MASK) == 0)) park_watch(dst);
-  return true;
+  return (old & INBOX_PTR_MASK) == 0 ? PUSH_FIRST : PUSH_DONE;
 }
 
-static void heap_serve_abandoned(heap_t *dst);
+static bool heap_serve_abandoned(heap_t *dst);
+
+/* After a push: a heap without a thread is served now, so that its memory
+ * does not pile up; the first batch since an owner (or the thread serving
+ * the heap) last took the inbox in is watched, so that it is not kept for
+ * good if nobody comes by (park.h). */
+static void inbox_pushed(heap_t *dst, int pushed) {
+  if (pushed == PUSH_DROPPED) return;
+  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED && heap_serve_abandoned(dst)) return;
+  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) park_watch(dst);
+}
 
 void heap_outbox_flush_slot(outbox_slot_t *slot) {
   if (slot->count == 0) return;
   heap_t *dst = slot->dst;
   STAT_COUNT(remote_frees, slot->count);
-  inbox_push(dst, slot->generation, slot->head, slot->tail);
+  int pushed = inbox_push(dst, slot->generation, slot->head, slot->tail);
   slot->head = slot->tail = NULL;
   slot->count = 0;
-  /* A heap without a thread: serve it now so its memory does not pile up. */
-  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
+  inbox_pushed(dst, pushed);
 }
 
 void heap_outbox_retarget(outbox_slot_t *slot, heap_t *dst, uint32_t gen) {
@@ -196,13 +206,12 @@ void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b) {
   STAT_COUNT(remote_frees, 1);
   block_set_remote_next(b, NULL, block_looks_free(b));
   block_set_remote_skip(b, NULL);
-  inbox_push(dst, gen, b, b);
-  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED) heap_serve_abandoned(dst);
+  inbox_pushed(dst, inbox_push(dst, gen, b, b));
 }
 
 /* The page of `b` if b could be the next block of a chain bound for h;
  * NULL if it could not. */
-static page_t *remote_link_page(heap_t *h, block_t *b) {
+BRISK_INLINE page_t *remote_link_page(heap_t *h, block_t *b) {
   if (((uintptr_t)b & 15) != 0) return NULL;
   segment_t *seg = registry_lookup((uintptr_t)b);
   if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
@@ -302,14 +311,15 @@ static void drain_chain(heap_t *h, block_t *b) {
 
 /* A freeing thread takes an abandoned heap for a moment to take in its
  * inbox and give back what became empty. */
-static void heap_serve_abandoned(heap_t *dst) {
+static bool heap_serve_abandoned(heap_t *dst) {
   int expected = HEAP_ABANDONED;
-  if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return;
+  if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return false;
   heap_drain_inbox(dst);
   class_cache_flush(dst);
   heap_retire_empty_heads(dst);
   segment_set_purge(&dst->segments, false);
   atomic_store_release(&dst->state, HEAP_ABANDONED);
+  return true;
 }
 
 static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }

@@ -8,6 +8,7 @@
 #include "options.h"
 #include "platform.h"
 #include "registry.h"
+#include "report.h"
 
 /* One array: a 64 KiB mapping (the last of a chain may have a `rest`). */
 #define PARK_BYTES ((size_t)64 * 1024)
@@ -98,6 +99,14 @@ static void park_runs(const heap_t *h, park_t *k) {
   uintptr_t start = 0, end = 0; /* the bytes of consecutive blocks so far */
   for (size_t i = 0; i < n;) {
     uintptr_t first = e[i];
+    if (i > 0 && (first & ~REMOTE_LINK_SUSPECT) == (e[i - 1] & ~REMOTE_LINK_SUSPECT)) {
+      /* In the chain twice: freed twice by other threads (the chain had
+       * a cycle). Taken back once. */
+      report_error("free(%p): a block freed by another thread was freed again before its owner took it "
+                   "back (double free?)", (void *)(first & ~REMOTE_LINK_SUSPECT));
+      i++;
+      continue;
+    }
     const page_t *pg = park_block_page(h, first & ~REMOTE_LINK_SUSPECT);
     size_t bs = pg->block_size, len = 1;
     if (!(first & REMOTE_LINK_SUSPECT)) {
@@ -145,6 +154,11 @@ static void park_chain(heap_t *h) {
   park_t *k = first;
   uintptr_t b = v & INBOX_PTR_MASK;
   size_t total = 0;
+  /* A block freed twice by other threads can close the chain on itself:
+   * the walk stops when it meets a block it saw (Brent's cycle test; the
+   * blocks taken twice meanwhile are told apart after the sort). */
+  uintptr_t seen = b;
+  size_t power = 1, since = 0;
   while (b != 0) {
     if (park_block_page(h, b) == NULL) break; /* not a class page's block: the owner's */
     if (k->count == PARK_ENTRIES) {
@@ -157,6 +171,15 @@ static void park_chain(heap_t *h) {
     k->entries[k->count++] = b | (link & REMOTE_LINK_SUSPECT);
     total++;
     b = link & ~REMOTE_LINK_SUSPECT;
+    if (b == seen) {
+      b = 0; /* around again: every block of the cycle is taken */
+      break;
+    }
+    if (++since == power) {
+      seen = b;
+      power <<= 1;
+      since = 0;
+    }
   }
   /* ...then into one, sorted by address (blocks freed by several threads
    * interleave in the chain), as runs. */
