@@ -100,11 +100,7 @@ static void park_runs(const heap_t *h, park_t *k) {
   for (size_t i = 0; i < n;) {
     uintptr_t first = e[i];
     if (i > 0 && (first & ~REMOTE_LINK_SUSPECT) == (e[i - 1] & ~REMOTE_LINK_SUSPECT)) {
-      /* In the chain twice: freed twice by other threads (the chain had
-       * a cycle). Taken back once. */
-      report_error("free(%p): a block freed by another thread was freed again before its owner took it "
-                   "back (double free?)", (void *)(first & ~REMOTE_LINK_SUSPECT));
-      i++;
+      i++; /* taken twice on a chain that closed on itself (reported): kept once */
       continue;
     }
     const page_t *pg = park_block_page(h, first & ~REMOTE_LINK_SUSPECT);
@@ -171,8 +167,10 @@ static void park_chain(heap_t *h) {
     k->entries[k->count++] = b | (link & REMOTE_LINK_SUSPECT);
     total++;
     b = link & ~REMOTE_LINK_SUSPECT;
-    if (b == seen) {
-      b = 0; /* around again: every block of the cycle is taken */
+    if (b == seen) { /* around again: every block of the cycle is taken */
+      report_error("free(%p): a block freed by another thread was freed again before its owner took it "
+                   "back (double free?): its chain of remote frees closes on itself", (void *)b);
+      b = 0;
       break;
     }
     if (++since == power) {

@@ -1,0 +1,70 @@
+/* A chain closed on itself by a double free, parked: another thread frees
+ * two blocks of the main thread's heap and hands them over, then frees a
+ * third and the first again (not the block it freed last, so the free
+ * path cannot tell); it exits, handing that batch over, whose tail links
+ * to the first batch in the inbox, which leads back to the block freed
+ * twice, while the main thread sleeps past two looks of the
+ * background thread (purge delay 1 ms), which parks the inbox. The walk
+ * must end (the test has a deadline), the double free must be reported,
+ * and the main thread's next allocations must take each block back once:
+ * 64 blocks of the size allocated after it are all distinct. */
+#include <brisk.h>
+
+#include "brisk_errors.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *blocks[3];
+
+static void *freer(void *arg) {
+  (void)arg;
+  brisk_free(brisk_malloc(16)); /* a heap of its own: its frees are batched */
+  brisk_free(blocks[0]);
+  brisk_free(blocks[1]);
+  brisk_collect(false); /* the batch [1, 0] handed over */
+  brisk_free(blocks[2]);
+  brisk_free(blocks[0]); /* the double free: the batch [0, 2], whose tail 2 */
+  return NULL;           /* links to 1 at exit: 0, 2, 1, 0, ... a cycle */
+}
+
+int main(void) {
+  alarm(60); /* a walk that never ends fails the test */
+  if (brisk_option_set("PURGE_DELAY", 1) != 0) return 1;
+  for (int i = 0; i < 3; i++) blocks[i] = brisk_malloc(96);
+  pthread_t t;
+  pthread_create(&t, NULL, freer, NULL);
+  pthread_join(t, NULL);
+  double parked_before = brisk_stat("remote_parked");
+  for (int i = 0; i < 100 && brisk_stat("remote_parked") == parked_before; i++) {
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  double parked = brisk_stat("remote_parked") - parked_before;
+  void *again[64];
+  for (int i = 0; i < 64; i++) {
+    again[i] = brisk_malloc(96);
+    for (int k = 0; k < i; k++)
+      if (again[k] == again[i]) {
+        printf("test_park_cycle: FAIL: block %p handed out twice\n", again[i]);
+        return 1;
+      }
+  }
+  long errors = brisk_errors_reported();
+  printf("test_park_cycle: %.0f blocks parked, %ld errors reported, 64 blocks allocated after, all distinct\n",
+         parked, errors);
+  if (parked <= 0) {
+    printf("test_park_cycle: FAIL: the inbox was not parked: the test did not reach what it checks\n");
+    return 1;
+  }
+  if (errors < 1) {
+    printf("test_park_cycle: FAIL: the double free was not reported\n");
+    return 1;
+  }
+  printf("test_park_cycle: passed\n");
+  return 0;
+}
