@@ -92,37 +92,32 @@ else
   status=1
 fi
 
+# expect_violation NAME WHAT PATTERN SPIN_FLAGS...: the variant must fail,
+# on an assertion matching PATTERN (a grep -E expression).
+expect_violation() {
+  local name=$1 what=$2 pattern=$3; shift 3
+  if ! run "$name" "$@"; then status=1; return; fi
+  if [ "$(cat "$work/$name/errors")" = 0 ]; then
+    echo "$SKIP_NAME: FAIL: the model $what passed: the check does not see what it removes"
+    status=1
+  elif ! grep "assertion violated" "$work/$name/pan.out" | grep -qE "$pattern"; then
+    echo "$SKIP_NAME: FAIL: the model $what failed, but not as expected:"
+    trail "$name" "$@"
+    status=1
+  else
+    echo "$SKIP_NAME: $what, as expected: $(grep -m1 'assertion violated' "$work/$name/pan.out")"
+  fi
+}
+
 # Without the retirement the tag wraps. With the push guarded (as the
 # code has it), the violation found can only be the wrap: a batch whose
 # tag matches a later life of its heap object.
-if run no_retire -DNO_RETIRE; then
-  if [ "$(cat "$work/no_retire/errors")" = 0 ]; then
-    echo "$SKIP_NAME: FAIL: the model without retirement passed: the check does not see the wrap"
-    status=1
-  elif ! grep "assertion violated" "$work/no_retire/pan.out" |
-         grep -qF -e '(inbox_tag!=pt)||(s_life[t]==g)' -e '(s_life[t]==(b/3))'; then
-    echo "$SKIP_NAME: FAIL: the model without retirement failed, but not on the wrap:"
-    trail no_retire -DNO_RETIRE
-    status=1
-  else
-    echo "$SKIP_NAME: without retirement, as expected: $(grep -m1 'assertion violated' "$work/no_retire/pan.out")"
-  fi
-else
-  status=1
-fi
+expect_violation no_retire "without retirement" \
+  '\(inbox_tag!=pt\)\|\|\(s_life\[t\]==g\)|\(s_life\[t\]==\(b/3\)\)' -DNO_RETIRE
 
 # Without the push guard, a push that loaded the old tag writes its tail's
 # link after the heap's memory went (one destroy is enough).
-if run no_push_guard -DNO_PUSH_GUARD; then
-  if [ "$(cat "$work/no_push_guard/errors")" = 0 ]; then
-    echo "$SKIP_NAME: FAIL: the model without the push guard passed: the check does not see the late write"
-    status=1
-  else
-    echo "$SKIP_NAME: without the push guard, as expected: $(grep -m1 'assertion violated' "$work/no_push_guard/pan.out")"
-  fi
-else
-  status=1
-fi
+expect_violation no_push_guard "without the push guard" 'mem==s_life\[t\]' -DNO_PUSH_GUARD
 
 if [ $status -eq 0 ]; then echo "$SKIP_NAME: PASS"; else echo "$SKIP_NAME: FAILED"; fi
 exit $status
