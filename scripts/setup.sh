@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what brisk's build, tests and benchmarks need on Debian.
-# Runs apt-get only as root and only for packages that are missing;
-# otherwise it says what is missing and how to install it.
+# Runs apt-get only as root and only for packages that are missing; fails,
+# naming them, when any is still missing (not root, or apt-get could not).
 set -u
 PKGS=(cmake gcc g++ make pkg-config python3 strace valgrind clang libclang-rt-14-dev
       libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
@@ -16,11 +16,22 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   if ! apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/brisk-setup.log 2>&1; then
     apt-get update >>/tmp/brisk-setup.log 2>&1 || true
-    apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/brisk-setup.log 2>&1 \
-      || { echo "setup: apt-get failed, see /tmp/brisk-setup.log"; exit 0; }
+    apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/brisk-setup.log 2>&1 || true
   fi
-else
-  echo "setup: missing packages: ${missing[*]}"
-  echo "setup: install them with: sudo apt-get install ${missing[*]}"
+fi
+# What is still missing fails the setup, by name: the tests that need it
+# could not run.
+still=()
+for p in "${missing[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || still+=("$p")
+done
+if [ ${#still[@]} -ne 0 ]; then
+  echo "setup: FAILED: packages not installed: ${still[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: apt-get's output is in /tmp/brisk-setup.log" >&2
+  else
+    echo "setup: install them with: sudo apt-get install ${still[*]}" >&2
+  fi
+  exit 1
 fi
 exit 0

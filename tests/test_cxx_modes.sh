@@ -163,7 +163,8 @@ if [ -e "$hardened" ]; then
     fi
   done
 else
-  echo "[cxx_modes] $hardened not built (-DBRISK_HARDENED=OFF): hardened run skipped"
+  bad "$hardened not built (-DBRISK_HARDENED=OFF): the hardened run cannot be made" \
+    "(make test SKIP=cxx_modes leaves this test out)"
 fi
 
 if [ $fails -ne 0 ]; then echo "[cxx_modes] FAILED: $fails checks"; exit 1; fi
