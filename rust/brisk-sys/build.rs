@@ -13,6 +13,7 @@
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Files of `src/` that define the standard allocation symbols.
 const OVERRIDE_ONLY: &[&str] = &["override.c", "extras.c", "override_new.c"];
@@ -71,13 +72,28 @@ fn main() {
     if hardened {
         build.define("BRISK_HARDENED", "1");
     }
+    // One object, linked from all of brisk's with their hidden (internal)
+    // symbols made local, in a static library of its own: a program that
+    // links it sees only brisk's public names (and, with `override`, the
+    // malloc family and glibc's extras), as with libbrisk.so. The test
+    // `tests/symbols.rs` lists them (BRISK_STATIC_LIB).
+    let objects = build.compile_intermediates();
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let prelinked = out.join("brisk_prelinked.o");
+    run(Command::new(tool("LD", "ld")).arg("-r").arg("-o").arg(&prelinked).args(&objects));
+    run(Command::new(tool("OBJCOPY", "objcopy")).arg("--localize-hidden").arg(&prelinked));
+    let lib = out.join("libbrisk.a");
+    let _ = fs::remove_file(&lib);
+    run(build.get_archiver().arg("crs").arg(&lib).arg(&prelinked));
+    println!("cargo:rustc-link-search=native={}", out.display());
     if override_malloc {
         // Nothing in a Rust program names `malloc` before libc is on the
-        // link line, so an archive member would not be pulled in: link every
-        // object of the archive.
-        build.link_lib_modifier("+whole-archive");
+        // link line, so the object would not be pulled in: link it whole.
+        println!("cargo:rustc-link-lib=static:+whole-archive=brisk");
+    } else {
+        println!("cargo:rustc-link-lib=static=brisk");
     }
-    build.compile("brisk");
+    println!("cargo:rustc-env=BRISK_STATIC_LIB={}", lib.display());
     if override_malloc {
         // This crate's own tests check that the whole archive is linked,
         // with the linker whose archive order would drop it otherwise.
@@ -86,6 +102,20 @@ fn main() {
 
     // For build scripts of crates that link brisk-sys: DEP_BRISK_INCLUDE.
     println!("cargo:include={}", include.display());
+}
+
+/// A tool named by an environment variable (as cc reads CC and AR), else
+/// by its usual name.
+fn tool(var: &str, default: &str) -> String {
+    println!("cargo:rerun-if-env-changed={var}");
+    env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
+fn run(cmd: &mut Command) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("brisk-sys: could not run {cmd:?}: {e} (binutils: ld, objcopy)"));
+    assert!(status.success(), "brisk-sys: {cmd:?} failed: {status}");
 }
 
 /// Every `*.c` file of `src/` except the override files, sorted.
