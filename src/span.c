@@ -640,6 +640,7 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
     r = FOREIGN_BATCH;
   } else if (kind == PAGE_HUGE) {
     LIST_REMOVE(&set->huge, seg, next, prev);
+    atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed); /* as segment_set_free_huge */
     set_unlock(set);
     huge_free(span);
     return FOREIGN_FREED;
@@ -912,6 +913,9 @@ void segment_set_free_huge(segment_set_t *set, page_t *pg) {
   segment_t *seg = segment_of_page(pg);
   lock_acquire(&set->lock);
   LIST_REMOVE(&set->huge, seg, next, prev);
+  /* off the list: a racing second free by another thread finds it no
+   * block of this set (span_free_foreign) */
+  atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   set_unlock(set);
   huge_free(pg);
 }
