@@ -15,8 +15,9 @@ space := $(empty) $(empty)
 SKIP_LIST := $(strip $(subst $(comma),$(space),$(SKIP)))
 SKIP_TESTS := $(filter-out rust,$(SKIP_LIST))
 CTEST_SKIP := $(if $(SKIP_TESTS),-E "^test_($(subst $(space),|,$(SKIP_TESTS)))",)
-# ctest, then a failure if any test was skipped without being asked to be
-CTEST_STRICT = set -o pipefail; ctest --output-on-failure -j $(JOBS) $(CTEST_SKIP)
+# ctest (its status kept through tee), then a failure if any test was
+# skipped without being asked to be
+CTEST_RUN = ctest --output-on-failure -j $(JOBS) $(CTEST_SKIP)
 CTEST_CHECK = if grep -q "(Skipped)" ctest.log; then \
 	  echo "make test: FAILED: tests that could not run (above); name them in SKIP to leave them out:"; \
 	  grep "(Skipped)" ctest.log; exit 1; fi
@@ -39,15 +40,15 @@ bench-full: setup build
 	python3 bench/harness.py --full
 
 test-release: build
-	cd build && { $(CTEST_STRICT) --timeout 300 | tee ctest.log; } && $(CTEST_CHECK)
+	cd build && { set -o pipefail; $(CTEST_RUN) --timeout 300 | tee ctest.log; } && $(CTEST_CHECK)
 
 test-sanitize:
 	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=undefined -DBRISK_DEBUG_LEVEL=2 -DBRISK_BUILD_BENCH=OFF >/dev/null
 	cmake --build build-ubsan -j $(JOBS)
-	cd build-ubsan && { UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(CTEST_STRICT) -L sanitize | tee ctest.log; } && $(CTEST_CHECK)
+	cd build-ubsan && { set -o pipefail; UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(CTEST_RUN) -L sanitize | tee ctest.log; } && $(CTEST_CHECK)
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=thread -DBRISK_BUILD_BENCH=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && { TSAN_OPTIONS=halt_on_error=1 $(CTEST_STRICT) -L tsan | tee ctest.log; } && $(CTEST_CHECK)
+	cd build-tsan && { set -o pipefail; TSAN_OPTIONS=halt_on_error=1 $(CTEST_RUN) -L tsan | tee ctest.log; } && $(CTEST_CHECK)
 
 # The Rust crates (rust/): the tests, again with the override and hardened
 # features, and clippy.
