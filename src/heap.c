@@ -177,7 +177,12 @@ static bool heap_serve_abandoned(heap_t *dst);
 static void inbox_pushed(heap_t *dst, int pushed) {
   if (pushed == PUSH_DROPPED) return;
   if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED && heap_serve_abandoned(dst)) return;
-  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) park_watch(dst);
+  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) {
+    park_watch(dst);
+    /* The background thread may not run yet, and the threads on either
+     * side may call brisk no more: start it now (no lock is held here). */
+    background_poll();
+  }
 }
 
 void heap_outbox_flush_slot(outbox_slot_t *slot) {

@@ -25,7 +25,8 @@ ok() { echo "test_hardened: ok: $1"; pass=$((pass + 1)); }
 bad() { echo "test_hardened: FAIL: $1"; fail=$((fail + 1)); }
 
 export BRISKTEST_SCALE=0.2
-for t in "test_api" "test_stress 2 3 20000" "test_prodcons" "test_heaps" "test_new_delete" "test_bad_input"; do
+for t in "test_api" "test_stress 2 3 20000" "test_prodcons" "test_heaps" "test_new_delete" "test_bad_input" \
+         "test_remote_return" "test_park"; do
   set -- $t
   if LD_PRELOAD="$lib" timeout 120 "$bin/$@" > "/tmp/hardened-$$-$1.log" 2>&1; then ok "$t under the hardened library"
   else bad "$t under the hardened library (exit $?):"; tail -5 "/tmp/hardened-$$-$1.log"; fi
