@@ -76,7 +76,7 @@ fn main() {
     // symbols made local, in a static library of its own: a program that
     // links it sees only brisk's public names (and, with `override`, the
     // malloc family and glibc's extras), as with libbrisk.so. The test
-    // `tests/symbols.rs` lists them (BRISK_STATIC_LIB).
+    // `tests/symbols.rs` lists them (LIBBRISK_STATIC_PATH).
     let objects = build.compile_intermediates();
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let prelinked = out.join("brisk_prelinked.o");
@@ -93,7 +93,7 @@ fn main() {
     } else {
         println!("cargo:rustc-link-lib=static=brisk");
     }
-    println!("cargo:rustc-env=BRISK_STATIC_LIB={}", lib.display());
+    println!("cargo:rustc-env=LIBBRISK_STATIC_PATH={}", lib.display());
     if override_malloc {
         // This crate's own tests check that the whole archive is linked,
         // with the linker whose archive order would drop it otherwise.

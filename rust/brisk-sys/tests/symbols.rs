@@ -13,7 +13,7 @@ const STANDARD: &[&str] = &[
 
 #[test]
 fn the_static_library_defines_only_public_names() {
-    let lib = env!("BRISK_STATIC_LIB");
+    let lib = env!("LIBBRISK_STATIC_PATH");
     let out = Command::new("nm")
         .args(["--defined-only", "-g", lib])
         .output()
