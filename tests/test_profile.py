@@ -509,10 +509,12 @@ def test_faults(tmp):
 def test_sample_memory(tmp):
     """Bursts of 10,000 x 256 B, each freed whole: about 5 samples live per
     burst, each a span of its own whose block touches one page. The
-    profiled run's RSS at a burst's end stays within 192 KiB of the
+    profiled run's RSS at a burst's end stays within 256 KiB of the
     unprofiled run's (when a sample held a slice that class pages had
     made resident, the heap faulted in fresh slices for them: +500 KiB).
-    The best of three runs each way."""
+    The bound is the resolution of the kernel's RSS count on 2 CPUs (32
+    pages each); the difference is 160..180 KiB, most of it the profiler's
+    own text and records. The best of three runs each way."""
     def peak(env):
         best = None
         for _ in range(3):
@@ -529,7 +531,7 @@ def test_sample_memory(tmp):
     on = peak({"BRISK_PROFILE": os.path.join(tmp, "bursts")})
     if off is None or on is None:
         return
-    check(on - off <= 192, "sampling added %d KiB to a burst's RSS (%d -> %d KiB; at most 192)"
+    check(on - off <= 256, "sampling added %d KiB to a burst's RSS (%d -> %d KiB; at most 256)"
           % (on - off, off, on))
     print("[profile] bursts of 256 B: RSS at a burst's end %d KiB, sampled %d KiB" % (off, on))
 
