@@ -513,8 +513,8 @@ def test_sample_memory(tmp):
     unprofiled run's (when a sample held a slice that class pages had
     made resident, the heap faulted in fresh slices for them: +500 KiB).
     The bound is the resolution of the kernel's RSS count on 2 CPUs (32
-    pages each); the difference is 160..180 KiB, most of it the profiler's
-    own text and records. The best of three runs each way."""
+    pages each); the difference measured 160..180 KiB, with the same
+    mappings in both runs. The best of three runs each way."""
     def peak(env):
         best = None
         for _ in range(3):
