@@ -90,7 +90,18 @@ static void purge_range(uintptr_t start, uintptr_t end) {
   if (hi > lo) os_purge((void *)lo, hi - lo);
 }
 
-/* The sorted addresses of k become runs, in place (park_t). Every 4 KiB
+/* Sorted addresses, each kept once (a block is in a chain twice when the
+ * chain closed on itself, which was reported); returns how many remain. */
+static size_t unique_entries(uintptr_t *e, size_t n) {
+  size_t out = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (out > 0 && (e[i] & ~REMOTE_LINK_SUSPECT) == (e[out - 1] & ~REMOTE_LINK_SUSPECT)) continue;
+    e[out++] = e[i];
+  }
+  return out;
+}
+
+/* The sorted, unique addresses of k become runs, in place (park_t). Every 4 KiB
  * page that lies wholly within consecutive free blocks is purged, and so
  * is the array's own tail past the runs. */
 static void park_runs(const heap_t *h, park_t *k) {
@@ -99,10 +110,6 @@ static void park_runs(const heap_t *h, park_t *k) {
   uintptr_t start = 0, end = 0; /* the bytes of consecutive blocks so far */
   for (size_t i = 0; i < n;) {
     uintptr_t first = e[i];
-    if (i > 0 && (first & ~REMOTE_LINK_SUSPECT) == (e[i - 1] & ~REMOTE_LINK_SUSPECT)) {
-      i++; /* taken twice on a chain that closed on itself (reported): kept once */
-      continue;
-    }
     const page_t *pg = park_block_page(h, first & ~REMOTE_LINK_SUSPECT);
     size_t bs = pg->block_size, len = 1;
     if (!(first & REMOTE_LINK_SUSPECT)) {
@@ -207,6 +214,7 @@ static void park_chain(heap_t *h) {
   all->tag = tag;
   all->rest = (block_t *)b; /* what is not parked: drained as a chain */
   sort_entries(all->entries, all->count);
+  all->count = unique_entries(all->entries, all->count);
   park_runs(h, all);
   STAT_COUNT(remote_parked, (int64_t)total);
   /* Hung on the heap; the owner takes the whole list. */
