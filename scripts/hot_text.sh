@@ -65,7 +65,7 @@ printf '%s\n' lock_acquire_contended >>"$tmp/seen"
 # Returning memory runs when the machine's timing says (the background
 # thread's round, the pool's surplus after a set's lock is let go), which
 # the serialised threads under valgrind reach less often than a real run.
-printf '%s\n' segment_unmap pool_poll_slow pool_maintain heaps_background_round park_idle_inbox \
+printf '%s\n' segment_unmap os_unmap unmap_raw pool_poll_slow pool_maintain heaps_background_round park_idle_inbox \
   segment_set_purge_idle lock_wake >>"$tmp/seen"
 sort -u "$tmp/seen" >"$tmp/hot"
 [ "$(wc -l <"$tmp/hot")" -ge 50 ] || { echo "hot_text: callgrind named too few functions of $lib"; exit 1; }

@@ -42,7 +42,7 @@ static park_t *park_new(uint32_t tag, size_t n) {
 
 void park_release(park_t *k) {
   size_t n = k->mapped;
-  if (os_unmap(k, n) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)n); /* else left mapped, unused */
+  os_unmap(k, n); /* if refused, left mapped, unused */
 }
 
 /* The page of b if b can be a block of a class page of h in a chain; NULL

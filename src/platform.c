@@ -68,21 +68,30 @@ static int map_raw(size_t size, void **out) {
   return 0;
 }
 
+/* Any unmap, counted in munmap_calls (and unmap_failures). */
+static int unmap_raw(void *p, size_t size) {
+  STAT_COUNT(munmap_calls, 1);
+  /* ENOMEM: the unmap would split a mapping past vm.max_map_count */
+  int err = fault_now(OS_FAULT_MUNMAP) ? ENOMEM : munmap(p, size) != 0 ? errno : 0;
+  if (err) STAT_COUNT(unmap_failures, 1);
+  return err;
+}
+
 static int map_aligned(size_t size, size_t align, int advice, void **out) {
   void *p;
   int err = map_raw(size, &p);
   if (err) return err;
   if (((uintptr_t)p & (align - 1)) == 0) goto done;
   /* Not aligned: map again with room to spare and trim both ends. */
-  os_unmap(p, size);
+  unmap_raw(p, size); /* (not counted as mapped yet) */
   if (size + align < size) return ENOMEM;
   err = map_raw(size + align, &p);
   if (err) return err;
   uintptr_t start = (uintptr_t)p;
   uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
-  if (aligned > start) os_unmap(p, aligned - start);
+  if (aligned > start) unmap_raw(p, aligned - start);
   size_t tail = (start + size + align) - (aligned + size);
-  if (tail) os_unmap((void *)(aligned + size), tail);
+  if (tail) unmap_raw((void *)(aligned + size), tail);
   p = (void *)aligned;
 done:
   madvise(p, size, advice);
@@ -100,10 +109,8 @@ int os_map_aligned(size_t size, size_t align, void **out) { return map_aligned(s
 int os_map_huge_pages(size_t size, size_t align, void **out) { return map_aligned(size, align, MADV_HUGEPAGE, out); }
 
 int os_unmap(void *p, size_t size) {
-  STAT_COUNT(munmap_calls, 1);
-  /* ENOMEM: the unmap would split a mapping past vm.max_map_count */
-  int err = fault_now(OS_FAULT_MUNMAP) ? ENOMEM : munmap(p, size) != 0 ? errno : 0;
-  if (err) STAT_COUNT(unmap_failures, 1);
+  int err = unmap_raw(p, size);
+  if (err == 0) STAT_LEVEL(mapped_bytes, -(int64_t)size);
   return err;
 }
 
@@ -159,7 +166,7 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
     STAT_COUNT(remap_failures, 1);
     /* the place made for it holds nothing: if it cannot go, it stays
      * mapped and unused (counted in unmap_failures) */
-    if (os_unmap(target, new_size) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
+    os_unmap(target, new_size);
     return err;
   }
   STAT_LEVEL(mapped_bytes, -(int64_t)old_size); /* counted again as new_size above */

@@ -18,10 +18,11 @@ BRISK_INTERNAL int os_map_aligned(size_t size, size_t align, void **out);
 /* The same, for memory that may be backed by transparent huge pages
  * (MADV_HUGEPAGE: where the kernel's setting is "madvise" or "always"). */
 BRISK_INTERNAL int os_map_huge_pages(size_t size, size_t align, void **out);
-/* Unmap a range obtained from os_map_aligned (or a page-aligned part).
- * It can fail (ENOMEM when the unmap splits a mapping and the process is
- * at vm.max_map_count): the range then stays mapped, and the caller keeps
- * it, or leaves it mapped and unused, counted in unmap_failures. */
+/* Unmap a range obtained from os_map_aligned (or a page-aligned part),
+ * taking it off mapped_bytes. It can fail (ENOMEM when the unmap splits a
+ * mapping and the process is at vm.max_map_count): the range then stays
+ * mapped and counted, and the caller keeps it, or leaves it mapped and
+ * unused; counted in unmap_failures. */
 BRISK_INTERNAL int os_unmap(void *p, size_t size);
 /* Give the physical pages of a range back to the OS now: the range stays
  * mapped, its resident size drops at once (MADV_DONTNEED, not MADV_FREE,

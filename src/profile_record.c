@@ -83,7 +83,7 @@ void *record_map(size_t size) {
 
 static void record_unmap(void *p, size_t size) {
   size = OS_PAGE_CEIL(size);
-  if (os_unmap(p, size) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)size); /* else left mapped, unused */
+  os_unmap(p, size); /* if refused, left mapped, unused */
 }
 
 /* Bump allocation for records that live as long as the process (stacks,

@@ -57,7 +57,7 @@ segment_t *segment_map(void) {
   segment_init_header(seg, SEGMENT_SIZE, SEGMENT_NORMAL);
   if (BRISK_HARDENED && !segment_harden(seg)) {
     /* Never registered: if it cannot be unmapped, it stays mapped unused */
-    if (os_unmap(p, SEGMENT_SIZE) == 0) STAT_LEVEL(mapped_bytes, -(int64_t)SEGMENT_SIZE);
+    os_unmap(p, SEGMENT_SIZE);
     return NULL;
   }
   seg->destroyed = 0;
@@ -81,12 +81,10 @@ bool segment_unmap(segment_t *seg) {
     return false;
   }
   /* (seg is gone: only what was read before) */
-  STAT_LEVEL(mapped_bytes, -(int64_t)size);
   if (kind == SEGMENT_NORMAL) STAT_LEVEL(segments, -1);
   /* The kinds table is the hardened build's metadata, apart from the
    * segment: if it cannot go, its few pages stay mapped and unused. */
-  if (BRISK_HARDENED && kinds != NULL && os_unmap(kinds, KINDS_TABLE_BYTES) == 0)
-    STAT_LEVEL(mapped_bytes, -(int64_t)KINDS_TABLE_BYTES);
+  if (BRISK_HARDENED && kinds != NULL) os_unmap(kinds, KINDS_TABLE_BYTES);
   return true;
 }
 

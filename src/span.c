@@ -72,8 +72,7 @@ static bool dir_reserve(segment_set_t *set) {
       /* Nobody reads the old one any more: every reader holds the lock. If
        * the OS refuses the unmap it stays mapped, unused. */
       lock_release(&set->lock);
-      if (os_unmap(old, old_cap * sizeof(segment_dir_t)) == 0)
-        STAT_LEVEL(mapped_bytes, -(int64_t)(old_cap * sizeof(segment_dir_t)));
+      os_unmap(old, old_cap * sizeof(segment_dir_t));
       lock_acquire(&set->lock);
     }
   }
