@@ -41,6 +41,10 @@ static void report_not_ours(const void *p, brisk_fn_t fn) {
   report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
 }
 
+static void report_not_in_use(const void *p, brisk_fn_t fn) {
+  report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+}
+
 bool block_is_free_here(page_t *pg, const void *p) {
   const block_t *b = p;
   return block_looks_free(b) && page_lists_contain(pg, b);
@@ -81,7 +85,7 @@ page_t *block_check_in(segment_t *seg, const void *p, brisk_fn_t fn, segment_t *
     if (seg->kind == SEGMENT_NORMAL && ((a >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1)) == 0)
       report_not_ours(p, fn);
     else
-      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+      report_not_in_use(p, fn);
     return NULL;
   }
   uintptr_t start = (uintptr_t)pg->start;
@@ -124,8 +128,7 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
                                                 brisk_fn_t fn) {
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
   if (dst == NULL) {
-    report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
-                 (void *)b);
+    report_not_in_use(b, fn);
     return;
   }
   if (page_is_single_block(pg)) {
@@ -142,8 +145,7 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
       return;
     }
     if (r == FOREIGN_NOT_IN_USE) {
-      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn),
-                   (void *)b);
+      report_not_in_use(b, fn);
       return;
     }
     /* FOREIGN_BATCH: through the inbox, as a small block */
@@ -234,7 +236,7 @@ static void free_checked(void *p, segment_t *seg_found, brisk_fn_t fn) {
      * huge block is its span's start (block_check_in), and a huge one over
      * 4 GiB has no block_size to divide by. */
     if (!page_is_single_block(pg) && (size_t)((uint8_t *)p - pg->start) / pg->block_size >= pg->reserved) {
-      report_error("%s(%p): pointer into memory that is not in use (freed twice?)", fn_name(fn), p);
+      report_not_in_use(p, fn);
       return;
     }
     if (block_looks_free(b) && page_lists_contain(pg, b)) {

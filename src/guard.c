@@ -15,14 +15,18 @@ static uint8_t *slice_guard(segment_t *seg, size_t i) {
   return (uint8_t *)seg + (i + 1) * SLICE_SIZE - HARDENED_GUARD;
 }
 
-/* Place a guard; a refusal of the OS is reported: the memory it would
- * have guarded is used without it. */
+/* A refusal of the OS to place or lift a guard: reported and counted. */
+static void guard_refused(const char *what, void *p, int err, const char *outcome) {
+  STAT_COUNT(protect_failures, 1);
+  report_warning("%s the guard page at %p failed (%s): %s", what, p, os_error_name(err), outcome);
+}
+
+/* Place a guard; if the OS refuses, the memory it would have guarded is
+ * used without it. */
 static bool guard_place(void *p) {
   int err = os_protect(p, HARDENED_GUARD, false);
   if (err == 0) return true;
-  STAT_COUNT(protect_failures, 1);
-  report_warning("mprotect of the guard page at %p failed (%s): the memory before it has no guard",
-                 p, os_error_name(err));
+  guard_refused("mprotect of", p, err, "the memory before it has no guard");
   return false;
 }
 
@@ -41,9 +45,7 @@ bool guard_lift(segment_t *seg, uint64_t mask) {
     int err = os_protect(slice_guard(seg, i), HARDENED_GUARD, true);
     if (err != 0) {
       /* Still a guard, and still marked one: no span may cover it. */
-      STAT_COUNT(protect_failures, 1);
-      report_warning("mprotect lifting the guard page at %p failed (%s): its slices are not used",
-                     (void *)slice_guard(seg, i), os_error_name(err));
+      guard_refused("mprotect lifting", slice_guard(seg, i), err, "its slices are not used");
       all = false;
       continue;
     }

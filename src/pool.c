@@ -30,6 +30,12 @@ void pool_lock(void) { lock_acquire(&pool_guard); }
 void pool_unlock(void) { lock_release(&pool_guard); }
 void pool_reset_lock(void) { lock_reset(&pool_guard); }
 
+static void pool_insert_locked(segment_t *seg) {
+  LIST_PUSH_FRONT(&pool_list, seg, next, prev);
+  atomic_add_relaxed(&pool_count, 1);
+  if (seg_resident(seg)) atomic_add_relaxed(&pool_resident, 1);
+}
+
 /* Segments one maintenance pass purges at most (the rest wait for the
  * next pass, which the caller's deadline brings). */
 #define POOL_PURGES_PER_PASS 64
@@ -102,10 +108,8 @@ uint64_t pool_maintain(uint64_t now, bool force) {
     /* Refused unmaps stay pooled, tried again at the next pass. */
     while (again) {
       segment_t *after = again->next;
-      LIST_PUSH_FRONT(&pool_list, again, next, prev);
-      atomic_add_relaxed(&pool_count, 1);
-      if (seg_resident(again)) atomic_add_relaxed(&pool_resident, 1);
       again->idle_since_ms = now;
+      pool_insert_locked(again);
       again = after;
     }
     lock_release(&pool_guard);
@@ -125,9 +129,7 @@ void pool_put(segment_t *seg, bool keep_until_due) {
   uint64_t now = os_now_ms();
   seg->idle_since_ms = now;
   lock_acquire(&pool_guard);
-  LIST_PUSH_FRONT(&pool_list, seg, next, prev);
-  atomic_add_relaxed(&pool_count, 1);
-  if (seg_resident(seg)) atomic_add_relaxed(&pool_resident, 1);
+  pool_insert_locked(seg);
   lock_release(&pool_guard);
   /* The caller holds its set's lock: the surplus is unmapped by its
    * pool_poll, after it lets the lock go. */
