@@ -150,7 +150,7 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
     }
     /* FOREIGN_BATCH: through the inbox, as a small block */
   }
-  uint32_t gen = (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT);
+  uint32_t gen = seg->heap_generation;
   heap_t *me = brisk_tls_heap;
   if (me->kind == HEAP_KIND_STATIC) {
     me = thread_heap_for_free();
@@ -186,10 +186,11 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
   outbox_slot_t *slot = heap_outbox_slot(me, dst);
   /* block_size - 1 wraps for a huge block over 4 GiB (block_size 0): a
    * large, huge or medium block is one compare */
-  if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || me->kind == HEAP_KIND_STATIC ||
-                     slot->head == b || pg->block_size - 1u >= (uint32_t)SMALL_MAX ||
-                     slot->generation !=
-                         (uint32_t)(atomic_load_relaxed(&dst->inbox) >> INBOX_GEN_SHIFT))) {
+  /* (A static heap's slots collect for no heap: its thread goes the
+   * uncommon way. The block's life is its segment's: no line of dst's is
+   * read.) */
+  if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || slot->head == b ||
+                     pg->block_size - 1u >= (uint32_t)SMALL_MAX || slot->generation != seg->heap_generation)) {
     free_remote_uncommon(seg, pg, b, fn);
     return;
   }

@@ -78,6 +78,7 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));
   segment_set_reset(&h->segments, h, tid);
+  h->segments.heap_generation = h->generation;
   memset(h->outbox, 0, sizeof(h->outbox));
   h->outbox_pending = 0;
   h->tid = tid;

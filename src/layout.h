@@ -155,6 +155,8 @@ typedef struct segment_s {
   uint32_t kind;
   uint16_t destroyed;                 /* its heap was destroyed; cleared on reuse */
   uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
+  uint32_t heap_generation;           /* the life of `heap` it joined in (heap_t.generation):
+                                         a remote free's batch must be of that life */
   uint64_t free_slices;               /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t light_slices;              /* of those, slices only profiler samples used

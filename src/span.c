@@ -122,6 +122,7 @@ static void set_deadline_lower(segment_set_t *set, uint64_t at);
 /* seg (from the pool or new) joins the set. */
 static void set_join_segment(segment_set_t *set, segment_t *seg) {
   seg->destroyed = 0;
+  seg->heap_generation = set->heap_generation;
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   LIST_PUSH_FRONT(&set->segs, seg, next, prev);
@@ -903,6 +904,7 @@ void segment_set_release_all(segment_set_t *set) {
 void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
   lock_acquire(&set->lock);
   LIST_PUSH_FRONT(&set->huge, seg, next, prev);
+  seg->heap_generation = set->heap_generation;
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   set_unlock(set);

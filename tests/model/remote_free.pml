@@ -20,7 +20,8 @@
  *     when its thread exits, OWNED -> ABANDONED; heap_adopt_abandoned by a
  *     new thread, ABANDONED -> BUSY -> OWNED). init picks one.
  *   Freer(t) (NT of them): a thread that frees H's blocks. A small block:
- *     free_remote / free_remote_uncommon read H's tag from its inbox word;
+ *     free_remote / free_remote_uncommon take the tag of the block's life
+ *     from its segment (segment_t.heap_generation, the life it joined H in);
  *     a slot that collects for another heap or tag is handed over and
  *     retargeted (heap_outbox_retarget); heap_remote_free links the block
  *     into the slot's batch (plain writes). A batch is handed over
@@ -373,7 +374,8 @@ proctype Freer(byte t) {
   bit ok, srv, rt;
   do
   /* free of a small block of H from this thread: free_remote. The tag is
-   * read from H's inbox word; a slot for another heap or tag is retargeted
+   * that of the block's life, which its segment keeps (the life of H it
+   * joined in); a slot for another heap or tag is retargeted
    * (free_remote_uncommon, heap_outbox_retarget), which hands its batch
    * over first; then heap_remote_free links b into the batch (plain
    * writes to b and to the thread's own slot). */
@@ -382,8 +384,8 @@ proctype Freer(byte t) {
        :: where[g * NB + 0] == W_ALLOC -> b = g * NB + 0
        :: where[g * NB + 1] == W_ALLOC -> b = g * NB + 1
        fi;
-       tag = inbox_tag;                      /* gen from dst->inbox >> 48 */
-       assert(tag == LIFE(b) % TAGS);
+       tag = LIFE(b) % TAGS;                 /* seg->heap_generation: b's life */
+       assert(tag == inbox_tag);             /* a free within its life: H's */
        if
        :: s_tag[t] == tag || s_cnt[t] == 0 ->
           s_tag[t] = tag;                    /* nothing to hand over */
