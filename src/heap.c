@@ -261,7 +261,13 @@ static BRISK_NOINLINE void drain_parked(heap_t *h) {
         size_t step = pg != NULL ? pg->block_size : 0;
         for (uintptr_t j = 0; j < n && (j == 0 || pg != NULL); j++) drain_parked_block(h, first + j * step);
       }
-      if (k->rest != NULL) drain_chain(h, k->rest);
+      /* The rest starts at a link the walk did not take: a block of
+       * another kind, or a link written after the free. */
+      if (k->rest != NULL && remote_link_page(h, k->rest) == NULL)
+        report_error("free(%p): a block freed by another thread was freed again or written "
+                     "before its owner took it back (double free?)", (void *)k->rest_from);
+      else if (k->rest != NULL)
+        drain_chain(h, k->rest);
     }
     park_release(k);
     k = next;

@@ -37,6 +37,7 @@ static park_t *park_new(uint32_t tag, size_t n) {
   k->count = 0;
   k->tag = tag;
   k->rest = NULL;
+  k->rest_from = NULL;
   return k;
 }
 
@@ -160,7 +161,7 @@ static void park_chain(heap_t *h) {
   /* A block freed twice by other threads can close the chain on itself:
    * the walk stops when it meets a block it saw (Brent's cycle test; the
    * blocks taken twice meanwhile are told apart after the sort). */
-  uintptr_t seen = b;
+  uintptr_t seen = b, from = 0;
   size_t power = 1, since = 0;
   while (b != 0) {
     if (park_block_page(h, b) == NULL) break; /* not a class page's block: the owner's */
@@ -173,6 +174,7 @@ static void park_chain(heap_t *h) {
     uintptr_t link = block_remote_link((const block_t *)b);
     k->entries[k->count++] = b | (link & REMOTE_LINK_SUSPECT);
     total++;
+    from = b;
     b = link & ~REMOTE_LINK_SUSPECT;
     if (b == seen) { /* around again: every block of the cycle is taken */
       report_error("free(%p): a block freed by another thread was freed again before its owner took it "
@@ -213,6 +215,7 @@ static void park_chain(heap_t *h) {
   }
   all->tag = tag;
   all->rest = (block_t *)b; /* what is not parked: drained as a chain */
+  all->rest_from = (block_t *)from;
   sort_entries(all->entries, all->count);
   all->count = unique_entries(all->entries, all->count);
   park_runs(h, all);

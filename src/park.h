@@ -43,6 +43,7 @@ typedef struct park_s {
   uint32_t tag;    /* the inbox tag the chain was taken under */
   block_t *rest;   /* the chain's blocks past the last parked one (one the
                       owner must check itself, or no room): drained as a chain */
+  block_t *rest_from; /* the block whose link is `rest` (NULL: none) */
   uintptr_t entries[];
 } park_t;
 

@@ -8,7 +8,9 @@
  * background thread (purge delay 1 ms), which parks the inbox. The walk
  * must end (the test has a deadline), the double free must be reported,
  * and the main thread's next allocations must take each block back once:
- * 64 blocks of the size allocated after it are all distinct. */
+ * 64 blocks of the size allocated after it are all distinct. Last, a
+ * chain whose link was written after the free: the walk must stop there
+ * and the broken link be reported, not followed. */
 #include <brisk.h>
 
 #include "brisk_errors.h"
@@ -49,6 +51,17 @@ static void *freer_tail(void *arg) {
   return NULL;
 }
 
+/* 0, then a link written after the free: the walk parks 0 and stops at
+ * a link that leads nowhere, which must be reported, not followed. */
+static void *freer_written(void *arg) {
+  (void)arg;
+  brisk_free(brisk_malloc(16));
+  brisk_free(blocks[1]);
+  brisk_free(blocks[0]);
+  memset(blocks[0], 0x5a, 8); /* a write after free: 0's link to 1 */
+  return NULL;                /* the batch [0, 1] handed over at exit */
+}
+
 static int phase(const char *name, void *(*freer)(void *)) {
   for (int i = 0; i < 4; i++) blocks[i] = brisk_malloc(96);
   pthread_t t;
@@ -61,6 +74,7 @@ static int phase(const char *name, void *(*freer)(void *)) {
     nanosleep(&ts, NULL);
   }
   double parked = brisk_stat("remote_parked") - parked_before;
+  brisk_collect(false); /* the parked arrays taken in */
   static void *again[64];
   for (int i = 0; i < 64; i++) {
     again[i] = brisk_malloc(96);
@@ -91,6 +105,7 @@ int main(void) {
   /* first, while the heap's page hands out blocks in address order */
   if (phase("a cycle after a tail", freer_tail) != 0) return 1;
   if (phase("a cycle of three", freer_cycle) != 0) return 1;
+  if (phase("a link written after the free", freer_written) != 0) return 1;
   printf("test_park_cycle: passed\n");
   return 0;
 }
