@@ -229,6 +229,7 @@ BRISK_INLINE page_t *remote_link_page(heap_t *h, block_t *b) {
 }
 
 static void drain_chain(heap_t *h, block_t *b);
+#define DRAIN_PAGES 32
 
 /* A parked block back to its page, checked as a chain's link is. */
 static void drain_parked_block(heap_t *h, uintptr_t e) {
@@ -290,17 +291,26 @@ static void drain_chain(heap_t *h, block_t *b) {
    * the address mask: a huge block aligned to 4 MiB or more starts past
    * the first 4 MiB of its mapping. */
   page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
+  /* The class pages this drain found, by slice: a chain of mixed classes
+   * returns to a few pages in turn. */
+  page_t *seen[DRAIN_PAGES] = {0};
   while (b != NULL) {
     __builtin_prefetch(block_remote_skip(b), 1);
     uintptr_t link = block_remote_link(b);
     block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
     page_t *next_pg = pg;
-    /* Blocks freed one after another often share a page: then the block
-     * index alone says whether the link is one of its blocks (the page
-     * stays in use while `next` is not yet freed). */
+    /* Blocks freed one after another often share a page, or return to
+     * one this drain found: then the block index alone says whether the
+     * link is one of its blocks (such a page stays in use while `next` is
+     * not yet freed; one that was retired meanwhile holds no block). */
     if (next != NULL && ((pg->flags & (PAGE_LARGE | PAGE_HUGE)) ||
                          !page_holds_block_inline(pg, next))) {
-      next_pg = remote_link_page(h, next);
+      page_t **seen_at = &seen[((uintptr_t)next >> SLICE_SHIFT) % DRAIN_PAGES];
+      next_pg = *seen_at;
+      if (next_pg == NULL || !page_holds_block_inline(next_pg, next)) {
+        next_pg = remote_link_page(h, next);
+        if (next_pg != NULL && !(next_pg->flags & (PAGE_LARGE | PAGE_HUGE))) *seen_at = next_pg;
+      }
       if (next_pg == NULL) {
         /* Its link is no chain link any more: the block was freed again (or
          * written) after another thread had freed it. Leave it and the rest
