@@ -5,7 +5,7 @@
  *   gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c
  *   ./pan -m10000
  *
- * The protocol (src/heap.c, src/free.c, src/heap.h, src/heap_types.h;
+ * The protocol (src/remote.c, src/remote.h, src/free.c, src/heap.c, src/heap_types.h;
  * docs/DESIGN.md, "Threads and ownership"):
  *
  *   H, one heap object: its generation g (heap_t.generation, full width)
