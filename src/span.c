@@ -1,9 +1,11 @@
-/* A heap's set of segments and the spans of slices cut from them. Each
- * segment keeps its slice masks: free (in no span), dirty (may be
- * resident), purge/purge_later (free slices waiting for their deadline:
- * see span_free) and purging (taken by the background purger while it
- * purges them). Depends on segments, the pool, huge blocks, the hardened
- * guards and the background thread's schedule. */
+/* Spans of slices cut from a heap's segments (set.h): the search for a
+ * run of free slices, carving, the span cache, and spans' allocation,
+ * free and growth. Each segment keeps its slice masks: free (in no span),
+ * dirty (may be resident), purge/purge_later (free slices waiting for
+ * their deadline: see span_free) and purging (taken by the background
+ * purger while it purges them). Depends on the set's lower part (set.c),
+ * segments, the pool, huge blocks, the hardened guards and the background
+ * thread's schedule. */
 #include "span.h"
 
 #include <string.h>
@@ -19,143 +21,6 @@
 #include "pool.h"
 #include "segment.h"
 #include "counters.h"
-
-/* Every release of a set's lock: then the pool's surplus, if a segment
- * went there under the lock, goes back to the OS (no unmap under it). */
-static void set_unlock(segment_set_t *set) {
-  lock_release(&set->lock);
-  pool_poll();
-}
-
-/* Free slices waiting for the purge: at least this many in a segment (or
- * in the span cache) make it worth starting the background thread. */
-#define PURGE_WORTH_A_THREAD 16
-
-/* ---------------------------------------------------------------------------
- * The set's directory (span.h, segment_dir_t): entry seg->dir_slot holds
- * seg's free, dirty and light masks. Every function here that changes
- * them while seg is in the set calls dir_sync before it lets the lock go;
- * span_find reads only the directory until it has chosen a segment.
- * ------------------------------------------------------------------------- */
-static void dir_sync(segment_set_t *set, segment_t *seg) {
-  segment_dir_t *e = &set->dir[seg->dir_slot];
-  e->free_slices = seg->free_slices;
-  e->dirty_slices = seg->dirty_slices;
-  e->light_slices = seg->light_slices;
-}
-
-/* Room for one more entry; false when the OS has no memory. The first
- * SET_DIR_INLINE entries are in the set itself (most threads' heaps never
- * need more: no system call); then a mapping, twice as large at each
- * growth. Called with the set's lock held, which it lets go around the
- * mmap and the old directory's munmap: no system call under the lock.
- * Only the set's owner adds segments, so while the lock is let go the
- * count can only fall. */
-static bool dir_reserve(segment_set_t *set) {
-  if (set->dir == NULL) {
-    set->dir = set->dir_inline;
-    set->dir_cap = SET_DIR_INLINE;
-  }
-  while (set->count >= set->dir_cap) {
-    size_t cap = set->dir == set->dir_inline ? OS_PAGE_BYTES / sizeof(segment_dir_t) : set->dir_cap * 2;
-    void *p;
-    lock_release(&set->lock);
-    int err = os_map_aligned(cap * sizeof(segment_dir_t), OS_PAGE_BYTES, &p);
-    lock_acquire(&set->lock);
-    if (err != 0) return false;
-    segment_dir_t *old = set->dir;
-    size_t old_cap = set->dir_cap;
-    memcpy(p, old, set->count * sizeof(segment_dir_t));
-    set->dir = (segment_dir_t *)p;
-    set->dir_cap = cap;
-    if (old != set->dir_inline) {
-      /* Nobody reads the old one any more: every reader holds the lock. If
-       * the OS refuses the unmap it stays mapped, unused. */
-      lock_release(&set->lock);
-      os_unmap(old, old_cap * sizeof(segment_dir_t));
-      lock_acquire(&set->lock);
-    }
-  }
-  return true;
-}
-
-static void dir_add(segment_set_t *set, segment_t *seg) {
-  seg->dir_slot = (uint32_t)set->count;
-  set->dir[set->count].seg = seg;
-  set->count++;
-  dir_sync(set, seg);
-}
-
-/* The last entry fills the gap. */
-static void dir_remove(segment_set_t *set, segment_t *seg) {
-  size_t last = --set->count;
-  if (seg->dir_slot != last) {
-    set->dir[seg->dir_slot] = set->dir[last];
-    set->dir[seg->dir_slot].seg->dir_slot = seg->dir_slot;
-  }
-}
-
-/* Debug builds: the directory says what the segments say. */
-static void dir_check(const segment_set_t *set) {
-  if (BRISK_DEBUG_LEVEL < 2) return;
-  size_t n = 0;
-  for (const segment_t *seg = set->segs.first; seg; seg = seg->next, n++) {
-    const segment_dir_t *e = &set->dir[seg->dir_slot];
-    brisk_assert_internal(seg->dir_slot < set->count && e->seg == seg);
-    brisk_assert_internal(e->free_slices == seg->free_slices && e->dirty_slices == seg->dirty_slices &&
-                          e->light_slices == seg->light_slices);
-  }
-  brisk_assert_internal(n == set->count);
-}
-
-/* A segment whose slices are all free goes to the pool; true if it went. */
-static bool set_note_free(segment_set_t *set, segment_t *seg) {
-  if (seg->free_slices != ALL_PAGE_SLICES) return false;
-  LIST_REMOVE(&set->segs, seg, next, prev);
-  dir_remove(set, seg);
-  pool_put(seg, false);
-  return true;
-}
-
-static void set_deadline_lower(segment_set_t *set, uint64_t at);
-
-/* seg (from the pool or new) joins the set. */
-static void set_join_segment(segment_set_t *set, segment_t *seg) {
-  seg->destroyed = 0;
-  seg->heap_generation = set->heap_generation;
-  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
-  atomic_store_release(&seg->owner_tid, set->owner_tid);
-  LIST_PUSH_FRONT(&set->segs, seg, next, prev);
-  dir_add(set, seg);
-  uint64_t waiting = seg->free_slices & seg->dirty_slices;
-  if (waiting) {
-    /* From the pool, not yet purged: its resident slices keep the deadline
-     * they had there (the pool's purge stops following them). */
-    seg->purge_slices = waiting;
-    seg->purge_at_ms = seg->idle_since_ms + options_purge_delay_ms();
-    if (seg->purge_at_ms == 0) seg->purge_at_ms = 1;
-    set_deadline_lower(set, seg->purge_at_ms);
-    background_schedule(seg->purge_at_ms, __builtin_popcountll(waiting) >= PURGE_WORTH_A_THREAD);
-  }
-}
-
-/* A pooled segment joins the set (resident_only: one that may still be
- * resident, else none), or a new one (not resident_only); NULL if none. */
-static segment_t *set_add_segment(segment_set_t *set, bool resident_only) {
-  if (!dir_reserve(set)) return NULL;
-  segment_t *seg = resident_only ? pool_take_resident() : pool_take(!set->fresh_only);
-  if (seg == NULL && !resident_only) {
-    /* A new mapping, made without the lock (only the owner adds segments:
-     * the directory's room reserved above is still there after) */
-    lock_release(&set->lock);
-    seg = segment_map();
-    lock_acquire(&set->lock);
-  }
-  if (seg == NULL) return NULL;
-  brisk_assert(set->count < set->dir_cap);
-  set_join_segment(set, seg);
-  return seg;
-}
 
 /* Where a run of n free slices of mask may start: one bit per slice index
  * i (a multiple of align) with slices i..i+n-1 all in mask. */
@@ -258,14 +123,6 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
  * any other way, its slices point at the dead page again (span_cache_drop).
  * ------------------------------------------------------------------------- */
 static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits);
-
-static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
-
-/* Lowers the set's next deadline to `at` (under the lock). */
-static void set_deadline_lower(segment_set_t *set, uint64_t at) {
-  uint64_t next = set->next_purge_ms;
-  if (next == 0 || at < next) field_store_relaxed(&set->next_purge_ms, at);
-}
 
 static size_t span_first_slice(const segment_t *seg, const page_t *span) { return (size_t)(span - seg->pages); }
 
@@ -416,7 +273,7 @@ static void span_cache_release_in(segment_set_t *set, segment_t *seg, uint64_t b
 }
 
 /* Empty the cache without giving its spans back (their segments go whole). */
-static void span_cache_forget(segment_set_t *set) {
+void span_cache_forget(segment_set_t *set) {
   for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
     for (uint32_t i = 0; i < set->cached_n[n - 1]; i++)
       span_cache_unkeep(segment_of_page(set->cached[n - 1][i]), set->cached[n - 1][i]);
@@ -427,7 +284,7 @@ static void span_cache_forget(segment_set_t *set) {
   set->cache_at_ms = 0;
 }
 
-static void span_cache_flush_locked(segment_set_t *set) {
+void span_cache_flush_locked(segment_set_t *set) {
   for (size_t n = 1; n <= SPAN_CACHE_SPAN_MAX; n++) {
     while (set->cached_n[n - 1] > 0) span_cache_drop(set, span_cache_pop(set, n));
   }
@@ -441,7 +298,7 @@ void span_cache_flush(segment_set_t *set) {
 }
 
 /* Empties the cache when its deadline has come (or when force). */
-static void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
+void span_cache_expire(segment_set_t *set, uint64_t now, bool force) {
   if (set->cache_at_ms != 0 && (force || now >= set->cache_at_ms)) span_cache_flush_locked(set);
 }
 
@@ -717,277 +574,4 @@ bool span_try_grow(segment_set_t *set, page_t *span, size_t slices) {
   bool grown = span_try_grow_locked(set, span, slices);
   set_unlock(set);
   return grown;
-}
-
-uint64_t segments_maintain(uint64_t now, bool force) {
-  uint64_t a = pool_maintain(now, force), b = huge_maintain(now, force);
-  return a == 0 ? b : b == 0 ? a : a < b ? a : b;
-}
-
-/* Purge the resident tails of the large blocks in seg->tails (under the
- * set's lock: a block grows into its tail under it too). */
-static void segment_purge_tails(segment_t *seg) {
-  for (uint64_t t = seg->tails; t; t &= t - 1) {
-    page_t *pg = &seg->pages[__builtin_ctzll(t)];
-    if ((pg->flags & PAGE_LARGE) && pg->span_bytes >= pg->block_size + LARGE_TAIL_PURGE_MIN)
-      os_purge(pg->start + pg->block_size, pg->span_bytes - pg->block_size);
-  }
-  seg->tails = 0;
-}
-
-/* The slices of seg to purge at `now` (all waiting ones when force), with
- * the segment's purge state moved on as if they were purged: those freed
- * since the deadline was set wait one more delay. */
-static uint64_t segment_take_due(segment_t *seg, uint64_t now, bool force) {
-  if (seg->purge_slices == 0 && seg->purge_later == 0 && (seg->tails | seg->tails_later) == 0) {
-    /* Every waiting slice was taken for a span again: no deadline left. */
-    seg->purge_at_ms = 0;
-    return 0;
-  }
-  if (!force && now < seg->purge_at_ms) return 0;
-  /* A tail is purged once its block has lived through a whole delay: most
-   * large blocks live far shorter, and their tails would only fault in
-   * again under the next block carved there. */
-  if (force) seg->tails |= seg->tails_later, seg->tails_later = 0;
-  if (seg->tails) segment_purge_tails(seg);
-  seg->tails = seg->tails_later;
-  seg->tails_later = 0;
-  uint64_t mask = (force ? seg->purge_slices | seg->purge_later : seg->purge_slices) &
-                  seg->free_slices;
-  seg->dirty_slices &= ~mask;
-  seg->purge_slices = force ? 0 : seg->purge_later & ~mask;
-  seg->purge_later = 0;
-  seg->purge_at_ms = seg->purge_slices || seg->tails ? now + options_purge_delay_ms() : 0;
-  return mask;
-}
-
-/* Slices the purger took from one segment; `kept`: those the OS refused
- * to purge. */
-typedef struct {
-  segment_t *seg;
-  uint64_t mask;
-  uint64_t kept;
-} purge_claim_t;
-
-#define PURGE_CLAIMS_PER_PASS 16
-
-/* Under the set's lock: take `mask` out of the segment's free slices (the
- * owner cannot carve them while they are purged without the lock). */
-static void purge_claim(segment_set_t *set, segment_t *seg, uint64_t mask, purge_claim_t *claims,
-                        size_t *n) {
-  seg->free_slices &= ~mask;
-  dir_sync(set, seg);
-  seg->purging |= mask;
-  claims[(*n)++] = (purge_claim_t){seg, mask, 0};
-}
-
-/* Called with the set's lock held, which it releases: purge the claimed
- * slices without the lock, then give them back as free under it. */
-static void purge_claimed(segment_set_t *set, purge_claim_t *claims, size_t n) {
-  set_unlock(set);
-  if (n == 0) return;
-  for (size_t i = 0; i < n; i++) claims[i].kept = segment_purge_slices(claims[i].seg, claims[i].mask);
-  lock_acquire(&set->lock);
-  for (size_t i = 0; i < n; i++) {
-    segment_t *seg = claims[i].seg;
-    seg->dirty_slices |= claims[i].kept; /* refused: still resident, not zero */
-    seg->purging &= ~claims[i].mask;
-    seg->free_slices |= claims[i].mask;
-    dir_sync(set, seg);
-    set_note_free(set, seg);
-  }
-  set_unlock(set);
-}
-
-/* One pass over a locked set, which it unlocks: the due slices (all that
- * wait when force) are claimed, purged without the lock (at most
- * PURGE_CLAIMS_PER_PASS segments of them) and given back. Returns the
- * set's next deadline; *more: segments were left for another pass. */
-static uint64_t set_purge_pass(segment_set_t *set, uint64_t now, bool force, bool *more) {
-  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
-  span_cache_expire(set, now, force);
-  size_t n = 0;
-  uint64_t next = set->cache_at_ms;
-  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-    if (n < PURGE_CLAIMS_PER_PASS) {
-      uint64_t mask = segment_take_due(seg, now, force);
-      if (mask) purge_claim(set, seg, mask, claims, &n);
-      else dir_sync(set, seg);
-    }
-    next = earlier(next, seg->purge_at_ms);
-  }
-  field_store_relaxed(&set->next_purge_ms, next);
-  purge_claimed(set, claims, n);
-  *more = n == PURGE_CLAIMS_PER_PASS;
-  return next;
-}
-
-void segment_set_purge(segment_set_t *set, bool force) {
-  uint64_t now = 0;
-  /* Read without the lock (the purger may be moving it on): any value it
-   * held is a right answer, an early check finds nothing due. */
-  uint64_t due = field_load_relaxed(&set->next_purge_ms);
-  if (force || due != 0) {
-    now = os_now_ms();
-    if (force || now >= due) {
-      bool more = true;
-      uint64_t next = 0;
-      while (more) {
-        lock_acquire(&set->lock);
-        next = set_purge_pass(set, now, force, &more);
-      }
-      if (next) background_schedule(next, false);
-    }
-  }
-  if (force || !background_running()) segments_maintain(now ? now : os_now_ms(), force);
-}
-
-uint64_t segment_set_purge_idle(segment_set_t *set, uint64_t now) {
-  for (;;) {
-    if (!lock_try_acquire(&set->lock)) return now + PURGE_RETRY_MS;
-    if (set->next_purge_ms == 0 || now < set->next_purge_ms) {
-      uint64_t next = set->next_purge_ms;
-      set_unlock(set);
-      return next;
-    }
-    bool more;
-    uint64_t next = set_purge_pass(set, now, false, &more);
-    if (!more) return next;
-  }
-}
-
-void segment_set_release_all(segment_set_t *set) {
-  segment_t *seg;
-  lock_acquire(&set->lock);
-  span_cache_forget(set); /* their segments go whole */
-  while ((seg = set->segs.first) != NULL) {
-    if (seg->purging) { /* the purger gives them back under the lock */
-      dir_check(set);
-      set_unlock(set);
-      os_yield();
-      lock_acquire(&set->lock);
-      continue;
-    }
-    /* Out of the directory too before the lock is next let go: a purger
-     * that gives slices back there (purge_claimed) may move an entry. */
-    LIST_REMOVE(&set->segs, seg, next, prev);
-    dir_remove(set, seg);
-    for (size_t i = 0; i < SLICES_PER_SEGMENT; i++) {
-      if (seg->pages[i].span == &seg->pages[i]) {
-        page_desc_clear(&seg->pages[i]);
-        STAT_LEVEL(pages, -1);
-      }
-      seg->pages[i].span = &brisk_dead_page;
-    }
-    seg->free_slices = ALL_PAGE_SLICES;
-    seg->tails = seg->tails_later = 0;
-    seg->destroyed = 1;
-    pool_put(seg, true);
-  }
-  brisk_assert(set->count == 0);
-  field_store_relaxed(&set->next_purge_ms, 0);
-  for (;;) { /* each huge block leaves the list under the lock, freed without it */
-    seg = set->huge.first;
-    if (seg != NULL) {
-      LIST_REMOVE(&set->huge, seg, next, prev);
-      seg->destroyed = 1;
-    }
-    set_unlock(set);
-    if (seg == NULL) break;
-    huge_free(&seg->pages[0]);
-    lock_acquire(&set->lock);
-  }
-}
-
-/* The huge list is under the set's lock: a thread that does not own the
- * heap takes a huge block off it when it frees one (span_free_foreign). */
-void segment_set_adopt_huge(segment_set_t *set, segment_t *seg) {
-  lock_acquire(&set->lock);
-  LIST_PUSH_FRONT(&set->huge, seg, next, prev);
-  seg->heap_generation = set->heap_generation;
-  atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
-  atomic_store_release(&seg->owner_tid, set->owner_tid);
-  set_unlock(set);
-}
-
-void segment_set_free_huge(segment_set_t *set, page_t *pg) {
-  segment_t *seg = segment_of_page(pg);
-  lock_acquire(&set->lock);
-  LIST_REMOVE(&set->huge, seg, next, prev);
-  /* off the list: a racing second free by another thread finds it no
-   * block of this set (span_free_foreign) */
-  atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
-  set_unlock(set);
-  huge_free(pg);
-}
-
-void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
-  set->owner_tid = tid;
-  lock_acquire(&set->lock);
-  for (segment_t *seg = set->segs.first; seg; seg = seg->next)
-    atomic_store_release(&seg->owner_tid, tid);
-  for (segment_t *seg = set->huge.first; seg; seg = seg->next)
-    atomic_store_release(&seg->owner_tid, tid);
-  set_unlock(set);
-}
-
-/* ---------------------------------------------------------------------------
- * For the calls that act on every heap (malloc_trim, a new purge delay) and
- * for heap reuse; appended here, each under the set's lock.
- * ------------------------------------------------------------------------- */
-
-void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
-  /* Under the lock: a thread walking every heap (usage.c, the purger) may
-   * hold it right now, having seen the heap in use before it was
-   * destroyed and is now reused. */
-  lock_acquire(&set->lock);
-  set->segs.first = set->segs.last = NULL;
-  set->huge.first = set->huge.last = NULL;
-  set->count = 0;
-  span_cache_forget(set);
-  field_store_relaxed(&set->next_purge_ms, 0);
-  set->owner_tid = tid;
-  set->heap = heap;
-  set->fresh_only = false;
-  set_unlock(set);
-}
-
-uint64_t segment_set_purge_forced(segment_set_t *set) {
-  purge_claim_t claims[PURGE_CLAIMS_PER_PASS];
-  for (;;) {
-    /* As segment_set_purge_idle, but every free slice that may be resident,
-     * due or not, and waiting for the owner's lock rather than trying it. */
-    lock_acquire(&set->lock);
-    span_cache_flush_locked(set);
-    size_t n = 0;
-    uint64_t next = 0;
-    for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-      uint64_t mask = seg->free_slices & seg->dirty_slices;
-      if (mask && n < PURGE_CLAIMS_PER_PASS) {
-        seg->dirty_slices &= ~mask;
-        seg->purge_slices &= ~mask;
-        seg->purge_later &= ~mask;
-        if ((seg->purge_slices | seg->purge_later) == 0) seg->purge_at_ms = 0;
-        purge_claim(set, seg, mask, claims, &n);
-      }
-      next = earlier(next, seg->purge_at_ms);
-    }
-    field_store_relaxed(&set->next_purge_ms, next);
-    purge_claimed(set, claims, n);
-    if (n == 0) return next;
-  }
-}
-
-uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay) {
-  uint64_t latest = now + delay, next = 0;
-  lock_acquire(&set->lock);
-  if (set->cache_at_ms > latest) set->cache_at_ms = latest;
-  next = set->cache_at_ms;
-  for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
-    if (seg->purge_at_ms > latest) seg->purge_at_ms = latest;
-    next = earlier(next, seg->purge_at_ms);
-  }
-  field_store_relaxed(&set->next_purge_ms, next);
-  set_unlock(set);
-  return next;
 }

@@ -1,65 +1,12 @@
-/* A heap's segments and the spans of slices cut from them: pages of a
- * size class and large blocks. Only the owner of the set's heap calls
- * these (the thread of `owner_tid`, or one that won the heap's state). */
+/* The spans of slices cut from a heap's segments (span.c): pages of a
+ * size class and large blocks; and the set's purges, release and reset
+ * (set_maintain.c). Only the owner of the set's heap calls these (the
+ * thread of `owner_tid`, or one that won the heap's state). The set
+ * itself is set.h's. */
 #ifndef BRISK_SPAN_H
 #define BRISK_SPAN_H
 
-#include <stdbool.h>
-
-#include "layout.h"
-#include "platform.h"
-
-struct heap_s;
-
-/* A segment's slice masks as its set's search reads them: a copy, kept
- * equal to the segment's own under the set's lock (span.c, dir_sync).
- * Side by side in one array, a search for free slices reads a few cache
- * lines, where reading each segment's header line costs a cache and a TLB
- * miss per segment (each lies in a page of its own). */
-typedef struct segment_dir_s {
-  uint64_t free_slices;
-  uint64_t dirty_slices;
-  uint64_t light_slices;
-  segment_t *seg;
-} segment_dir_t;
-
-/* The segments of one heap. `lock` guards segs, count, dir, next_purge_ms
- * and the slice masks of those segments: the owner takes it in every function
- * below, the background purger to purge the free slices of a heap whose
- * owner does not come by (segment_set_purge_idle). The purger only tries
- * it, and holds it for bookkeeping. The system calls under it: the madvise
- * of a live large block's tail, which in-place growth (under the lock)
- * must not meet half done, the purges of BRISK_PURGE_DELAY=0, and the
- * hardened build's guard mprotects; every other one is made with the lock
- * let go (docs/DESIGN.md, "Locks and system calls"). */
-typedef struct segment_set_s {
-  brisk_lock_t lock;
-  segment_list_t segs;    /* its segments, in no order (the search reads dir) */
-  segment_list_t huge;    /* huge blocks owned by the set (first-class heaps), under the lock */
-  size_t count;
-  segment_dir_t *dir;     /* count entries, one per segment of segs (in the
-                             order they joined, but for removals, which move
-                             the last entry into the gap): dir_inline, or
-                             once more segments joined, a mapping of its own */
-  size_t dir_cap;         /* entries there; the array grows, never shrinks */
-  uint64_t next_purge_ms; /* 0: nothing waits; written under the lock, read by the
-                             owner without it (relaxed accesses) */
-  uintptr_t owner_tid;
-  struct heap_s *heap;
-  uint32_t heap_generation; /* the heap's life, which joining segments take */
-  bool fresh_only;        /* never a destroyed heap's segment (brisk's own heap) */
-  /* Spans freed whole and kept for the next span of the same size (span.c,
-   * "the span cache"): a stack per slice count (cached[n - 1], cached_n[n -
-   * 1] of them), newest on top; their slices are in no free mask and point
-   * at brisk_dead_page, or at a large block's kept descriptor. Under the
-   * lock. */
-  uint32_t cached_count;  /* spans, all sizes */
-  uint32_t cached_slices;
-  uint64_t cache_at_ms;   /* when they go back to their segments; 0: no deadline */
-  uint8_t cached_n[SPAN_CACHE_SPAN_MAX];
-  page_t *cached[SPAN_CACHE_SPAN_MAX][SPAN_CACHE_DEPTH];
-  segment_dir_t dir_inline[SET_DIR_INLINE];
-} segment_set_t;
+#include "set.h"
 
 /* A span of `slices` slices whose first slice index is a multiple of
  * `align_slices`, from the set's segments or a new one; NULL when the OS
@@ -165,5 +112,13 @@ BRISK_INTERNAL uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now,
  * cache and tails; returns what is past the delay at `now` (all when
  * force) and gives the next deadline (0: none). */
 BRISK_INTERNAL uint64_t segments_maintain(uint64_t now, bool force);
+
+/* The span cache (span.c), for the purges and the set's release
+ * (set_maintain.c), under the set's lock: drop it without giving its
+ * spans back (a destroyed heap's), give every span back, or those past
+ * their deadline (all when force). */
+BRISK_INTERNAL void span_cache_forget(segment_set_t *set);
+BRISK_INTERNAL void span_cache_flush_locked(segment_set_t *set);
+BRISK_INTERNAL void span_cache_expire(segment_set_t *set, uint64_t now, bool force);
 
 #endif
