@@ -165,7 +165,7 @@ typedef struct segment_s {
   uint64_t purge_slices;              /* free slices purged at purge_at_ms */
   uint64_t purge_later;               /* freed since: purged one delay after that */
   uint64_t purging;                   /* taken out of free_slices by the background
-                                         purger while it purges them (span.c) */
+                                         purger while it purges them (set_maintain.c) */
   uint64_t tails;                     /* head slices of large blocks whose span, past
                                          the block, may still be resident, that have
                                          lived through a deadline: purged at the next */

@@ -14,7 +14,7 @@
 struct heap_s;
 
 /* A segment's slice masks as its set's search reads them: a copy, kept
- * equal to the segment's own under the set's lock (span.c, dir_sync).
+ * equal to the segment's own under the set's lock (set.c, dir_sync).
  * Side by side in one array, a search for free slices reads a few cache
  * lines, where reading each segment's header line costs a cache and a TLB
  * miss per segment (each lies in a page of its own). */
