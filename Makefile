@@ -51,7 +51,7 @@ test-sanitize:
 	cd build-tsan && { set -o pipefail; TSAN_OPTIONS=halt_on_error=1 $(CTEST_RUN) -L tsan | tee ctest.log; } && $(CTEST_CHECK)
 
 # The Rust crates (rust/): the tests, again with the override and hardened
-# features, and clippy.
+# features, clippy, and the crates as packaged (rust/package_test.sh).
 test-rust:
 	@if [ -n "$(filter rust,$(SKIP_LIST))" ]; then \
 	  echo "test-rust: left out by request (SKIP=$(SKIP))"; \
@@ -63,6 +63,7 @@ test-rust:
 	  cargo test -p brisk-sys -p brisk --tests --features brisk/serde,brisk/override,brisk/hardened; \
 	  cargo clippy --workspace --all-targets -- -D warnings; \
 	  cargo clippy --workspace --all-targets --all-features -- -D warnings; \
+	  bash package_test.sh; \
 	fi
 
 test: setup test-release test-sanitize test-rust

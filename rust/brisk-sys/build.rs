@@ -1,6 +1,9 @@
-//! Compiles brisk's C sources (`src/*.c` of the repository, two levels up
-//! from this crate) into a static library, with the flags of the library
-//! target in CMakeLists.txt.
+//! Compiles brisk's C sources into a static library, with the flags of the
+//! library target in CMakeLists.txt: the repository's `src/` and `include/`
+//! (two levels up from this crate) when the crate is built inside the
+//! repository, else the copy the packaged crate carries (`csrc/`, written by
+//! `scripts/crate_sources.sh` before packaging). Linux on x86-64 and
+//! aarch64 only: anywhere else the build stops with a message saying so.
 //!
 //! Left out by default: `src/override.c` (the standard malloc family),
 //! `src/extras.c` (glibc's extras: `malloc_trim`, `mallinfo2`, `mallopt`,
@@ -19,13 +22,30 @@ use std::process::Command;
 const OVERRIDE_ONLY: &[&str] = &["override.c", "extras.c", "override_new.c"];
 
 fn main() {
+    let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    if os != "linux" || (arch != "x86_64" && arch != "aarch64") {
+        panic!(
+            "brisk supports Linux on x86-64 and aarch64 only; this target is {} on {}",
+            os, arch
+        );
+    }
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let root = manifest.join("..").join("..");
+    let repo = manifest.join("..").join("..");
+    // Inside the repository: this crate is its rust/brisk-sys.
+    let root = if repo.join("rust").join("brisk-sys").join("build.rs").is_file()
+        && repo.join("src").join("alloc.c").is_file()
+    {
+        repo
+    } else {
+        manifest.join("csrc")
+    };
     let src = root.join("src");
     let include = root.join("include");
     if !include.join("brisk.h").is_file() || !src.is_dir() {
         panic!(
-            "brisk-sys builds brisk from the repository's C sources, expected at {} and {}",
+            "brisk-sys builds brisk from its C sources, expected at {} and {} \
+             (in a copy of the crate made outside the repository, run scripts/crate_sources.sh first)",
             src.display(),
             include.display()
         );
