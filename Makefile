@@ -22,7 +22,7 @@ CTEST_CHECK = if grep -q "(Skipped)" ctest.log; then \
 	  echo "make test: FAILED: tests that could not run (above); name them in SKIP to leave them out:"; \
 	  grep "(Skipped)" ctest.log; exit 1; fi
 
-.PHONY: all setup build bench bench-full test test-release test-sanitize test-rust clean
+.PHONY: all setup build bench bench-full test test-release test-sanitize test-rust deb clean
 
 all: build
 
@@ -65,6 +65,10 @@ test-rust:
 	  cargo clippy --workspace --all-targets --all-features -- -D warnings; \
 	  bash package_test.sh; \
 	fi
+
+# Debian packages (libbrisk0, libbrisk-dev) into build-deb/, checked by lintian.
+deb: setup
+	bash scripts/deb.sh build-deb
 
 test: setup test-release test-sanitize test-rust
 	@echo "make test: passed: the release build's tests, the UBSan and TSan builds' labelled tests$(if $(filter rust,$(SKIP_LIST)),, and the Rust crates)$(if $(SKIP_LIST),; left out by request: $(SKIP_LIST),; nothing left out)"

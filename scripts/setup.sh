@@ -5,7 +5,8 @@
 set -u
 PKGS=(cmake gcc g++ make pkg-config python3 strace valgrind clang libclang-rt-14-dev
       libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
-      libzmq3-dev redis-server redis-tools python3-matplotlib google-perftools spin)
+      libzmq3-dev redis-server redis-tools python3-matplotlib google-perftools spin
+      dpkg-dev lintian)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
