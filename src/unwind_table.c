@@ -4,7 +4,6 @@
 #include "unwind_table.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
