@@ -925,7 +925,7 @@ SCALING_DEFAULT = ["larson", "xmalloc"]  # the workloads --scaling runs without 
 SCALING_RUNS = 3
 # Threads per unit of work: a count that is not a multiple is not run.
 # bench_xmalloc runs THREADS/2 producer/consumer pairs (1 pair for 1).
-THREAD_UNIT = {"xmalloc": 2}
+THREAD_UNIT = {"xmalloc": 2, "pc-small": 2, "pc-small-mesh": 2, "pc-large": 2, "pc-large-mesh": 2}
 COLLAPSE_WARN = 0.5  # a collapse figure below this is called out
 
 

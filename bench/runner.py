@@ -321,6 +321,21 @@ WORKLOADS = [
      "sizes": {"quick": 3000000, "default": 10000000, "full": 100000000},
      "what": "producer/consumer: producers allocate small mixed objects, consumers free them "
              "(xmalloc-like)"},
+    {"name": "pc-small", "argv": ["{bin}/bench_pc", "pairs", "small", "{size}"],
+     "sizes": {"quick": 2000000, "default": 10000000, "full": 100000000},
+     "what": "producer/consumer 1:1: 16 B..1 KiB blocks allocated by producers, freed by their "
+             "consumers, batches of 64"},
+    {"name": "pc-small-mesh", "argv": ["{bin}/bench_pc", "mesh", "small", "{size}"],
+     "sizes": {"quick": 2000000, "default": 10000000, "full": 100000000},
+     "what": "producer/consumer N:M: 16 B..1 KiB blocks, each producer's batches spread over "
+             "every consumer"},
+    {"name": "pc-large", "argv": ["{bin}/bench_pc", "pairs", "large", "{size}"],
+     "sizes": {"quick": 100000, "default": 400000, "full": 4000000},
+     "what": "producer/consumer 1:1: 64..256 KiB blocks, batches of 8"},
+    {"name": "pc-large-mesh", "argv": ["{bin}/bench_pc", "mesh", "large", "{size}"],
+     "sizes": {"quick": 100000, "default": 400000, "full": 4000000},
+     "what": "producer/consumer N:M: 64..256 KiB blocks, each producer's batches spread over "
+             "every consumer"},
     {"name": "msgpipe", "argv": ["{bin}/bench_msgpipe", "{size}"],
      "sizes": {"quick": 300000, "default": 300000, "full": 3000000}, "tier_runs": {"quick": 15},
      "what": "messaging pipeline: 64 B..256 KiB buffers allocated on an I/O thread, freed on "
