@@ -131,16 +131,16 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
     report_not_in_use(b, fn);
     return;
   }
-  if (page_is_single_block(pg)) {
-    /* A large or huge block goes back to its heap at once, under the
-     * set's lock, whatever its owner does (it may sleep, or never call
-     * brisk again): no batch, no drain, and its memory is purged on time
-     * like any free span. */
-    bool large = (pg->flags & PAGE_LARGE) != 0; /* read before: freed, it may be gone */
+  if (pg->flags & PAGE_HUGE) {
+    /* A huge block goes back to its heap at once, under the set's lock,
+     * whatever its owner does (it may sleep, or never call brisk again).
+     * (A large block goes through the inbox at once, as a batch of its
+     * own: a lock taken by both sides on every block of a producer and
+     * consumer cost more than the push; an owner that does not take it
+     * in has it freed by the background thread, park.c.) */
     int r = span_free_foreign(&dst->segments, seg, pg, b, HEAP_TID_VISITING);
     if (r == FOREIGN_FREED) {
       STAT_COUNT(remote_frees, 1);
-      if (large) STAT_LEVEL(pages, -1);
       background_poll();
       return;
     }

@@ -61,6 +61,26 @@ static const page_t *park_block_page(const heap_t *h, uintptr_t b) {
   return pg;
 }
 
+/* What a block of a chain that is no class page's is: a large block of h
+ * in use (its span's start), which the walk frees (it holds the set's
+ * lock, as a foreign free of a large block would); a profiler's sample or
+ * a huge block of h, left to the owner; or anything else (a second free, a
+ * link written after the free): no block of h in use. */
+enum { SINGLE_LARGE, SINGLE_OWNERS, SINGLE_BAD };
+static int park_single(heap_t *h, uintptr_t b, page_t **pg_out) {
+  if ((b & 15) != 0) return SINGLE_BAD;
+  segment_t *seg = registry_lookup(b);
+  if (seg == NULL || atomic_load_relaxed(&seg->heap) != h || seg->destroyed) return SINGLE_BAD;
+  page_t *pg = page_of(seg, b);
+  uint8_t kind = seg->kind == SEGMENT_HUGE ? PAGE_HUGE : PAGE_LARGE;
+  if ((seg->kind != SEGMENT_NORMAL && seg->kind != SEGMENT_HUGE) || pg->span != pg ||
+      (pg->flags & (PAGE_IN_USE | kind)) != (PAGE_IN_USE | kind) || (uintptr_t)pg->start != b)
+    return SINGLE_BAD;
+  if (kind == PAGE_HUGE || (pg->flags & PAGE_SAMPLE)) return SINGLE_OWNERS;
+  *pg_out = pg;
+  return SINGLE_LARGE;
+}
+
 /* In-place heapsort: no allocation, and O(n log n) at worst. */
 static void sift(uintptr_t *a, size_t i, size_t n) {
   for (;;) {
@@ -163,8 +183,37 @@ static void park_chain(heap_t *h) {
    * blocks taken twice meanwhile are told apart after the sort). */
   uintptr_t seen = b, from = 0;
   size_t power = 1, since = 0;
+  size_t singles = 0;
   while (b != 0) {
-    if (park_block_page(h, b) == NULL) break; /* not a class page's block: the owner's */
+    if (park_block_page(h, b) == NULL) {
+      page_t *single = NULL;
+      int r = park_single(h, b, &single);
+      if (r == SINGLE_OWNERS) break; /* the rest is the owner's to take in */
+      if (r == SINGLE_BAD) {
+        report_error("free(%p): a block freed by another thread was freed again or written before its owner "
+                     "took it back (double free?)", (void *)(from != 0 ? from : b));
+        b = 0;
+        break;
+      }
+      uintptr_t link = block_remote_link((const block_t *)b); /* read before the free */
+      span_free_large_held(&h->segments, single);
+      STAT_LEVEL(pages, -1);
+      singles++;
+      from = b;
+      b = link & ~REMOTE_LINK_SUSPECT;
+      if (b == seen) { /* around again: every block of the cycle is freed or taken */
+        report_error("free(%p): a block freed by another thread was freed again before its owner took it "
+                     "back (double free?): its chain of remote frees closes on itself", (void *)b);
+        b = 0;
+        break;
+      }
+      if (++since == power) {
+        seen = b;
+        power <<= 1;
+        since = 0;
+      }
+      continue;
+    }
     if (k->count == PARK_ENTRIES) {
       park_t *more = park_new(tag, 0);
       if (more == NULL) break;
@@ -219,7 +268,11 @@ static void park_chain(heap_t *h) {
   sort_entries(all->entries, all->count);
   all->count = unique_entries(all->entries, all->count);
   park_runs(h, all);
-  STAT_COUNT(remote_parked, (int64_t)total);
+  STAT_COUNT(remote_parked, (int64_t)(total + singles));
+  if (all->count == 0 && all->rest == NULL) { /* large blocks only: all freed */
+    park_release(all);
+    return;
+  }
   /* Hung on the heap; the owner takes the whole list. */
   park_t *old = atomic_load_relaxed(&h->parked);
   do {

@@ -14,7 +14,10 @@
  * those blocks (MADV_DONTNEED: their contents are garbage, and the chain's
  * links are in the array now), and hangs the array on the heap
  * (heap_t.parked). The owner takes the parked arrays in with its inbox,
- * checking and freeing each block as a drained one.
+ * checking and freeing each block as a drained one. A large block in the
+ * chain (its span's start, in use, not a profiler's sample) is freed by
+ * the walk itself into the set, as a foreign free under the set's lock
+ * would, and its span is purged at the set's deadline.
  *
  * Who may touch what: only the background thread takes a chain to park
  * (with the heap's set lock held from before the take until the array is
@@ -24,7 +27,8 @@
  * array carries the inbox tag it was taken under, and a drain that finds
  * another tag drops it (its blocks went with a destroyed life). The page
  * descriptors are read only in their first line (fixed while the page is
- * in use), never the owner's lists or counts. */
+ * in use), never the owner's lists or counts (a large block's span is
+ * the set's, under its lock). */
 #ifndef BRISK_PARK_H
 #define BRISK_PARK_H
 

@@ -502,12 +502,16 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
     huge_free(span);
     return FOREIGN_FREED;
   } else {
-    if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
-      span_free_locked(set, span, true);
+    span_free_large_held(set, span);
     r = FOREIGN_FREED;
   }
   set_unlock(set);
   return r;
+}
+
+void span_free_large_held(segment_set_t *set, page_t *span) {
+  if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
+    span_free_locked(set, span, true);
 }
 
 void span_free_uncached(segment_set_t *set, page_t *span) {

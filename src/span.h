@@ -63,6 +63,11 @@ BRISK_INTERNAL void span_free_uncached(segment_set_t *set, page_t *span);
 enum { FOREIGN_FREED = 0, FOREIGN_BATCH = 1, FOREIGN_NOT_IN_USE = 2 };
 BRISK_INTERNAL int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p,
                                      uintptr_t keep_owner);
+/* A large block's span freed by a thread that holds the set's lock and
+ * has checked, under it, that the block is one of the set's in use (the
+ * background thread, for a large block in an idle owner's inbox): to the
+ * span cache, or to the free slices. */
+BRISK_INTERNAL void span_free_large_held(segment_set_t *set, page_t *span);
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */

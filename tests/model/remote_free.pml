@@ -27,9 +27,11 @@
  *     into the slot's batch (plain writes). A batch is handed over
  *     (heap_outbox_flush_slot -> inbox_push) when full, when retargeted,
  *     when its thread runs out of a page or exits, or never, if the thread
- *     goes idle for good. A large block: under H's segment-set lock, freed
- *     there if its segment is still in H's current life and its span in
- *     use (anyone holding the lock may do this).
+ *     goes idle for good. A large block is linked the same way and its
+ *     batch handed over at once (heap_remote_free's urgent flush). (A huge
+ *     block, freed under the set's lock, and the background thread's
+ *     parking of an idle inbox, which takes a chain under that lock, are
+ *     not modelled.)
  *   Background: heaps_background_round serves abandoned heaps (ABANDONED ->
  *     BUSY, heap_drain_inbox, -> ABANDONED) at any time; once every thread
  *     is done, one more round, then the checks at the end.
@@ -39,9 +41,8 @@
  * in the code) says where each block is.
  *
  * What the model assumes of the program: it frees each block once, while
- * the block's life lasts; a free of a small block returns before the
- * owner destroys H (nfreeing). A free of a large block may race with
- * heap_destroy (a late free: the check under the lock turns it down).
+ * the block's life lasts; a free returns before the owner destroys H
+ * (nfreeing).
  * Memory is sequentially consistent (spin): the orders the code gives its
  * atomics are not checked here.
  *
@@ -55,7 +56,7 @@
  *
  * Properties (assertions; pan -DSAFETY also reports invalid end states):
  *   P1 no write into the memory of a destroyed life: inbox_push's link of
- *      a batch's tail, a drain's free of a block, a large block's free. A
+ *      a batch's tail, a drain's free of a block. A
  *      batch built for life L is linked into life L only and takes no block
  *      of another life.
  *   P2 no block on two lists: each move of a block (program -> outbox
@@ -371,18 +372,20 @@ proctype Owner() {
 
 proctype Freer(byte t) {
   byte b, tag, ph, pt, hd, n, k, k2;
-  bit ok, srv, rt;
+  bit ok, srv, rt, lg;
   do
-  /* free of a small block of H from this thread: free_remote. The tag is
+  /* free of a block of H from this thread: free_remote. The tag is
    * that of the block's life, which its segment keeps (the life of H it
    * joined in); a slot for another heap or tag is retargeted
    * (free_remote_uncommon, heap_outbox_retarget), which hands its batch
    * over first; then heap_remote_free links b into the batch (plain
-   * writes to b and to the thread's own slot). */
+   * writes to b and to the thread's own slot). A large block's batch is
+   * handed over at once (urgent). */
   :: atomic {
        if
        :: where[g * NB + 0] == W_ALLOC -> b = g * NB + 0
        :: where[g * NB + 1] == W_ALLOC -> b = g * NB + 1
+       :: where[g * NB + LARGE] == W_ALLOC -> b = g * NB + LARGE; lg = 1
        fi;
        tag = LIFE(b) % TAGS;                 /* seg->heap_generation: b's life */
        assert(tag == inbox_tag);             /* a free within its life: H's */
@@ -408,21 +411,13 @@ proctype Freer(byte t) {
      :: else
      fi;
      if
+     :: lg -> lg = 0; push(t)                /* a large block: at once */
+     :: else
+     fi;
+     if
      :: s_cnt[t] >= BATCH -> push(t)         /* full: OUTBOX_BATCH */
      :: else
      fi
-  /* free of a large block of H: under H's segment-set lock, if its segment
-   * is still H's current life's and the span in use, the span is freed */
-  :: atomic { where[g * NB + LARGE] == W_ALLOC ->
-       b = g * NB + LARGE; where[b] = W_FREEING }
-     atomic { seglock == 0 -> seglock = 1 }
-     atomic {
-       if
-       :: mem == LIFE(b) && where[b] == W_FREEING -> where[b] = W_PAGE
-       :: else -> assert(where[b] == W_DROPPED)
-       fi;
-       seglock = 0
-     }
   /* the slot is handed over: its thread ran out of a page, or the slot is
    * taken for another heap */
   :: s_cnt[t] > 0 -> push(t)
