@@ -30,9 +30,9 @@ typedef struct block_s {
   uintptr_t link;
 } block_t;
 
-/* The keys (brisk_read_mostly, read_mostly.h): set both once, before any
- * block exists (page.c). */
-BRISK_INTERNAL void block_keys_init(uint64_t random);
+/* The keys (brisk_read_mostly, read_mostly.h): drawn once from the
+ * kernel, before any block exists (page.c). */
+BRISK_INTERNAL void block_keys_init(void);
 
 BRISK_INLINE block_t *block_next(const block_t *b) {
   return (block_t *)(b->link ^ brisk_read_mostly.link_key);

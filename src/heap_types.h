@@ -125,6 +125,7 @@ typedef struct heap_s {
   int32_t large_pending;
   uint32_t housekeeping_tick;
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
+  uint32_t page_retires;       /* class pages retired so far (a drain's pages found: remote.c) */
   /* page_refill_pop goes the slow way when refill_tick & refill_mask is 0:
    * REFILL_SLOW_EVERY - 1, or 0 (always) while the heap samples for the
    * profiler, whose local lists must be counted (profile_count.h); 0 in

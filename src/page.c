@@ -11,11 +11,22 @@
 
 brisk_read_mostly_t brisk_read_mostly;
 
-void block_keys_init(uint64_t random) {
+static _Atomic(uint64_t) shuffle_state;
+
+void block_keys_init(void) {
+  uint64_t r[3];
+  os_random_bytes(r, sizeof(r));
   /* Never 0, so that a zero-filled word is no free block's link. */
-  brisk_read_mostly.link_key = (uintptr_t)(random | ((uint64_t)1 << 63) | 1);
-  /* Remote chains use a second key, derived from the first once. */
-  brisk_read_mostly.remote_key = brisk_read_mostly.link_key * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  brisk_read_mostly.link_key = (uintptr_t)(r[0] | ((uint64_t)1 << 63) | 1);
+  /* Remote chains use a key of their own, drawn apart from the first (a
+   * key read from one kind of link tells nothing of the other), that
+   * differs from it above the segment bits, so that no chain link looks
+   * like a free list's (block_looks_free). */
+  uint64_t remote = r[1] | 1;
+  if (((remote ^ brisk_read_mostly.link_key) >> SEGMENT_SHIFT) == 0) remote ^= (uint64_t)1 << 62;
+  brisk_read_mostly.remote_key = (uintptr_t)remote;
+  /* The hardened build's page order (page_carve_fresh) from a third. */
+  atomic_store_explicit(&shuffle_state, r[2], memory_order_relaxed);
 }
 
 page_t brisk_empty_page = {
@@ -124,8 +135,8 @@ void page_check_fill(const page_t *pg, block_t *b) {
   }
 }
 
-/* Hardened builds hand out a page's blocks in a random order. */
-static _Atomic(uint64_t) shuffle_state = 0x2545f4914f6cdd1dull;
+/* Hardened builds hand out a page's blocks in a random order, from a
+ * state seeded per process with the keys (block_keys_init). */
 
 static uint32_t random_below(uint32_t n) {
   uint64_t x = atomic_fetch_add_explicit(&shuffle_state, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
@@ -332,6 +343,7 @@ static void page_retire(heap_t *h, page_t *pg) {
   if (page_list_of(pg) != PAGE_LIST_QUEUE) queue_remove(h, &h->full, pg, 0);
   else queue_remove(h, &h->queues[c], pg, c);
   heap_count_page(h, -1, false);
+  h->page_retires++;
   span_free(&h->segments, pg);
 }
 

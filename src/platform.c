@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -291,6 +292,34 @@ void lock_acquire_contended(brisk_lock_t *l) {
 void lock_wake(brisk_lock_t *l) { os_wake(&l->held); }
 
 char **os_environ(void) { return environ; }
+
+void os_random_bytes(void *buf, size_t n) {
+  int saved = errno;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom((char *)buf + got, n - got, GRND_NONBLOCK);
+    if (r > 0) {
+      got += (size_t)r;
+    } else if (r < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break; /* no entropy yet (early boot), or no getrandom: below */
+    }
+  }
+  errno = saved;
+  if (got == n) return;
+  /* The kernel's start-up bytes and the clock, mixed: weaker, but never
+   * the same two runs over (the caller's keys stay unknown to a program
+   * that has not read a freed block). */
+  uint64_t x = os_random_seed();
+  for (size_t i = got; i < n; i++) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    ((unsigned char *)buf)[i] = (unsigned char)(z ^ (z >> 31));
+  }
+}
 
 uint64_t os_random_seed(void) {
   uint64_t v = 0;

@@ -87,8 +87,13 @@ BRISK_INTERNAL void os_process_figures(os_process_figures_t *out);
 BRISK_INTERNAL void os_abort(void) __attribute__((noreturn));
 BRISK_INTERNAL void os_yield(void);
 BRISK_INTERNAL char **os_environ(void);
-/* 64 random bits from the kernel's start-up gift (AT_RANDOM): no syscall. */
+/* 64 random bits from the kernel's start-up gift (AT_RANDOM) and the
+ * clock: no system call; for seeds, never for keys. */
 BRISK_INTERNAL uint64_t os_random_seed(void);
+/* n random bytes from the kernel (getrandom, never blocking); if it has
+ * none to give (early boot, an old kernel), bytes mixed from
+ * os_random_seed's. For keys. Keeps errno. */
+BRISK_INTERNAL void os_random_bytes(void *buf, size_t n);
 
 /* Wait while *word == expected: until os_wake(word), until the monotonic
  * clock (os_now_ms) reaches deadline_ms (0: no deadline), or spuriously.

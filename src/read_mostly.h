@@ -23,7 +23,7 @@
 
 typedef struct {
   _Alignas(CACHE_LINE_BYTES) uintptr_t link_key; /* free-list links (block.h) */
-  uintptr_t remote_key;                          /* remote-free chains, derived from link_key */
+  uintptr_t remote_key;                          /* remote-free chains, drawn apart from link_key */
   _Atomic(int) prof_active;                      /* the profiler samples (profile.h) */
   _Atomic(int) prof_dump_requested;              /* by a signal or the interval (profile.h) */
   _Atomic(int) background_wanted;                /* start the thread at the next safe point */

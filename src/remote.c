@@ -5,6 +5,8 @@
  * and its invariants are DESIGN.md's, "Threads and ownership". */
 #include "remote.h"
 
+#include <string.h>
+
 #include "atomics.h"
 #include "background.h"
 #include "counters.h"
@@ -160,6 +162,7 @@ static void drain_chain(heap_t *h, block_t *b) {
   /* The class pages this drain found, by slice: a chain of mixed classes
    * returns to a few pages in turn. */
   page_t *seen[DRAIN_PAGES] = {0};
+  uint32_t retires = h->page_retires;
   while (b != NULL) {
     __builtin_prefetch(block_remote_skip(b), 1);
     uintptr_t link = block_remote_link(b);
@@ -168,9 +171,15 @@ static void drain_chain(heap_t *h, block_t *b) {
     /* Blocks freed one after another often share a page, or return to
      * one this drain found: then the block index alone says whether the
      * link is one of its blocks (such a page stays in use while `next` is
-     * not yet freed; one that was retired meanwhile holds no block). */
+     * not yet freed). The pages found are forgotten once the drain has
+     * retired a page: its segment may be empty since, and unmapped by
+     * anyone (with no segment cache, at once). */
     if (next != NULL && ((pg->flags & (PAGE_LARGE | PAGE_HUGE)) ||
                          !page_holds_block_inline(pg, next))) {
+      if (BRISK_UNLIKELY(h->page_retires != retires)) {
+        memset(seen, 0, sizeof(seen));
+        retires = h->page_retires;
+      }
       page_t **seen_at = &seen[((uintptr_t)next >> SLICE_SHIFT) % DRAIN_PAGES];
       next_pg = *seen_at;
       if (next_pg == NULL || !page_holds_block_inline(next_pg, next)) {

@@ -106,7 +106,7 @@ void process_init(void) {
   if (atomic_cas_strong_acq_rel(&init_state, &expected, INIT_RUNNING)) {
     atomic_store_relaxed(&init_thread, os_thread_id());
     options_init();
-    block_keys_init(os_random_seed());
+    block_keys_init();
     background_init(heaps_background_round, service_thread_start);
     prof_init();
     os_thread_exit_init(thread_exit);

@@ -229,6 +229,13 @@ guard 15 "a huge block shrunk by realloc"
 seq=$(env -i LD_PRELOAD="$lib" "$tmp/probe" 12 2>/dev/null | head -1)
 if [ -n "$seq" ] && [ "$seq" -lt 1000 ]; then ok "mode 12: $seq of 2000 blocks follow the one before (random order)"
 else bad "mode 12: '$seq' of 2000 blocks follow the one before: the blocks come in address order"; fi
+# ... and a different order in every process (its seed is drawn with the
+# keys): two runs of test_keys order hand out a fresh page's 32 blocks.
+order1=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" order 2>/dev/null)
+order2=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" order 2>/dev/null)
+if [ -n "$order1" ] && [ -n "$order2" ] && [ "$order1" != "$order2" ]; then
+  ok "a fresh page's order differs between two processes"
+else bad "a fresh page's order is the same in two processes: '$order1'"; fi
 
 # Guard pages are moved (an mprotect each) only when no run of free slices
 # leaves them in place: 20,000 replacements of large blocks of 64..364 KiB

@@ -1,0 +1,117 @@
+/* The keys that encode free-list links and remote-free chains are drawn
+ * from the kernel, apart from each other, anew in every process.
+ *
+ * One freed block reveals its key (a block's link is the next block's
+ * address XOR the key): a pair of local frees gives the free lists' key, a
+ * pair of frees by another thread the chains' key. They must differ above
+ * the segment bits (else a chain link would look like a list's), the
+ * chains' key must not be the free lists' key run through a fixed map,
+ * and two processes must draw different keys.
+ *
+ *   test_keys           the checks (runs itself twice more for the keys)
+ *   test_keys print     print this process's two keys
+ *   test_keys order     print the order in which 32 blocks of a fresh page
+ *                       are handed out (the hardened build's is random:
+ *                       tests/test_hardened.sh runs it twice)
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEGMENT_SHIFT 22
+
+static void *opaque(void *p) {
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
+
+static uintptr_t link_key(void) {
+  char *x = malloc(200), *y = malloc(200);
+  if (!x || !y) exit(2);
+  free(x);
+  free(y);
+  return *(volatile uintptr_t *)opaque(y) ^ (uintptr_t)x; /* y's link: x, encoded */
+}
+
+static char *remote[2];
+static void *free_both(void *arg) {
+  (void)arg;
+  free(remote[0]);
+  free(remote[1]);
+  return NULL; /* the thread's batch [1 -> 0] is handed over at its exit */
+}
+
+static uintptr_t chain_key(void) {
+  remote[0] = malloc(300);
+  remote[1] = malloc(300);
+  if (!remote[0] || !remote[1]) exit(2);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_both, NULL) != 0 || pthread_join(t, NULL) != 0) exit(2);
+  /* remote[1]'s link: remote[0], encoded with the chains' key (read before
+   * this thread takes its inbox in: it allocates nothing until then) */
+  return *(volatile uintptr_t *)opaque(remote[1]) ^ (uintptr_t)remote[0];
+}
+
+static int run_self(const char *self, uintptr_t *lk, uintptr_t *rk) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "'%s' print", self);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL) return 0;
+  unsigned long long a = 0, b = 0;
+  int ok = fscanf(f, "%llx %llx", &a, &b) == 2;
+  pclose(f);
+  *lk = (uintptr_t)a;
+  *rk = (uintptr_t)b;
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "print") == 0) {
+    uintptr_t lk = link_key(), rk = chain_key();
+    printf("%llx %llx\n", (unsigned long long)lk, (unsigned long long)rk);
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "order") == 0) {
+    enum { N = 32, SIZE = 176 };
+    char *b[N], *lo = NULL;
+    for (int i = 0; i < N; i++) {
+      b[i] = malloc(SIZE);
+      if (!b[i]) return 2;
+      if (lo == NULL || b[i] < lo) lo = b[i];
+    }
+    for (int i = 0; i < N; i++) printf("%ld ", (long)((b[i] - lo) / SIZE));
+    printf("\n");
+    return 0;
+  }
+  int fails = 0;
+  uintptr_t lk = link_key(), rk = chain_key();
+  if (lk == rk || ((lk ^ rk) >> SEGMENT_SHIFT) == 0) {
+    printf("test_keys: FAIL: the two keys agree above the segment bits (%llx, %llx)\n", (unsigned long long)lk,
+           (unsigned long long)rk);
+    fails++;
+  }
+  if (rk == lk * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
+    printf("test_keys: FAIL: the chains' key is the free lists' key through a fixed map\n");
+    fails++;
+  }
+  uintptr_t lk1, rk1, lk2, rk2;
+  if (!run_self(argv[0], &lk1, &rk1) || !run_self(argv[0], &lk2, &rk2)) {
+    printf("test_keys: FAIL: could not run %s print\n", argv[0]);
+    return 1;
+  }
+  if (lk1 == lk2 || rk1 == rk2) {
+    printf("test_keys: FAIL: two processes drew the same keys (%llx %llx, %llx %llx)\n", (unsigned long long)lk1,
+           (unsigned long long)rk1, (unsigned long long)lk2, (unsigned long long)rk2);
+    fails++;
+  }
+  if ((rk1 ^ rk2) == (lk1 ^ lk2)) {
+    printf("test_keys: FAIL: the chains' key moves with the free lists' key between processes\n");
+    fails++;
+  }
+  if (fails) return 1;
+  printf("test_keys: passed: the keys differ above the segment bits, are not tied to each other, and differ "
+         "between processes\n");
+  return 0;
+}
