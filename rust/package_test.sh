@@ -14,9 +14,12 @@ if ! diff -r "$root/src" "$here/brisk-sys/csrc/src" >/dev/null; then
   exit 1
 fi
 cd "$here"
-# packages both crates into target/package, builds each from its .crate
-# file (brisk against the packaged brisk-sys), and stops before the upload
-cargo publish -p brisk-sys -p brisk --dry-run --allow-dirty
+# both crates into target/package, each built from its .crate file (brisk
+# against the packaged brisk-sys); then what an upload checks, stopped
+# before it (the builds were just made)
+rm -f target/package/brisk-sys-0.1.0.crate target/package/brisk-0.1.0.crate
+cargo package -p brisk-sys -p brisk --allow-dirty
+cargo publish -p brisk-sys -p brisk --dry-run --allow-dirty --no-verify
 pkg="$here/target/package"
 for c in brisk-sys brisk; do
   test -f "$pkg/$c-0.1.0.crate" || { echo "package_test: FAIL: no $pkg/$c-0.1.0.crate" >&2; exit 1; }
