@@ -34,7 +34,8 @@ static heap_t main_heap_storage;
 static _Atomic(bool) main_heap_used;
 
 /* Around fork, after the heap-list lock: every heap's set lock, which any
- * thread may hold (a free of another heap's large block takes it), so
+ * thread may hold (a free of another heap's huge block, the background
+ * thread's parking), so
  * that the child finds no set half changed. No thread holds two set locks,
  * and under one only the pool's and the huge lock are taken: these come
  * after, in fork_prepare's order. */
@@ -510,7 +511,8 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
       }
       if (p != NULL) {
         /* A large block sampled: its free by another thread must reach
-         * this owner (span_free_foreign), which its flag says. */
+         * this owner, not the background thread's parking (park_single),
+         * which its flag says. */
         if (spg->flags & PAGE_LARGE) spg->flags |= PAGE_SAMPLE;
         prof_sampled(h, spg, size, c, counted);
       }

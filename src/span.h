@@ -51,7 +51,8 @@ BRISK_INTERNAL void span_free_large(segment_set_t *set, page_t *span);
  * and the heap grew into fresh ones). */
 BRISK_INTERNAL void span_free_uncached(segment_set_t *set, page_t *span);
 /* A large block at p (span's start), or a huge block of the set, freed
- * by a thread that does not own the set's heap: the span is freed under
+ * by a thread that does not own the set's heap (free.c calls it for huge
+ * blocks; a large one goes through the inbox): the span is freed under
  * the set's lock as span_free_large would free it, or the huge block taken
  * off the set's list under it and freed without it: FOREIGN_FREED.
  * Nothing is done, and the answer says why, when under the lock the block
