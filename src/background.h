@@ -23,6 +23,9 @@
 #include "config.h"
 #include "read_mostly.h"
 
+/* The earlier of two deadlines in ms, 0 meaning none. */
+BRISK_INLINE uint64_t deadline_earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
+
 /* The work of one round at time `now`: purge what is due and return the
  * next deadline (0: nothing waits). Registered once, before any thread,
  * with the function that starts the thread (os_thread_start, run so that

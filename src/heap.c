@@ -141,8 +141,6 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
   return NULL;
 }
 
-static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
-
 uint64_t heaps_background_round(uint64_t now) {
   uint64_t next = 0;
   for (heap_t *h = heap_first(); h; h = h->next_all) {
@@ -150,27 +148,27 @@ uint64_t heaps_background_round(uint64_t now) {
     if (s == HEAP_OWNED) {
       /* The owner may be running: only the free slices, under its lock,
        * and an inbox it has not taken in for a purge delay (park.h). */
-      next = earlier(next, segment_set_purge_idle(&h->segments, now));
-      next = earlier(next, park_idle_inbox(h, now));
+      next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
+      next = deadline_earlier(next, park_idle_inbox(h, now));
     } else if (s == HEAP_ABANDONED) {
       /* No owner: serve it whole, as a freeing thread would. */
       int expected = HEAP_ABANDONED;
       if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) {
-        next = earlier(next, now + PURGE_RETRY_MS);
+        next = deadline_earlier(next, now + PURGE_RETRY_MS);
         continue;
       }
       heap_drain_inbox(h);
       class_cache_flush(h);
       heap_retire_empty_heads(h);
-      next = earlier(next, segment_set_purge_idle(&h->segments, now));
+      next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
       atomic_store_release(&h->state, HEAP_ABANDONED);
       /* A push that landed after the drain, whose pusher saw the heap BUSY
        * and left it: the watch keeps a round coming for it. */
-      next = earlier(next, park_idle_inbox(h, now));
+      next = deadline_earlier(next, park_idle_inbox(h, now));
     }
   }
-  next = earlier(next, prof_background(now));
-  return earlier(next, segments_maintain(now, false));
+  next = deadline_earlier(next, prof_background(now));
+  return deadline_earlier(next, segments_maintain(now, false));
 }
 
 /* ---------------------------------------------------------------------------

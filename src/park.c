@@ -185,7 +185,18 @@ static void park_chain(heap_t *h) {
   size_t power = 1, since = 0;
   size_t singles = 0;
   while (b != 0) {
-    if (park_block_page(h, b) == NULL) {
+    uintptr_t link;
+    if (park_block_page(h, b) != NULL) {
+      if (k->count == PARK_ENTRIES) {
+        park_t *more = park_new(tag, 0);
+        if (more == NULL) break;
+        more->next = k;
+        k = more;
+      }
+      link = block_remote_link((const block_t *)b);
+      k->entries[k->count++] = b | (link & REMOTE_LINK_SUSPECT);
+      total++;
+    } else {
       page_t *single = NULL;
       int r = park_single(h, b, &single);
       if (r == SINGLE_OWNERS) break; /* the rest is the owner's to take in */
@@ -195,37 +206,14 @@ static void park_chain(heap_t *h) {
         b = 0;
         break;
       }
-      uintptr_t link = block_remote_link((const block_t *)b); /* read before the free */
+      link = block_remote_link((const block_t *)b); /* read before the free */
       span_free_large_held(&h->segments, single);
       STAT_LEVEL(pages, -1);
       singles++;
-      from = b;
-      b = link & ~REMOTE_LINK_SUSPECT;
-      if (b == seen) { /* around again: every block of the cycle is freed or taken */
-        report_error("free(%p): a block freed by another thread was freed again before its owner took it "
-                     "back (double free?): its chain of remote frees closes on itself", (void *)b);
-        b = 0;
-        break;
-      }
-      if (++since == power) {
-        seen = b;
-        power <<= 1;
-        since = 0;
-      }
-      continue;
     }
-    if (k->count == PARK_ENTRIES) {
-      park_t *more = park_new(tag, 0);
-      if (more == NULL) break;
-      more->next = k;
-      k = more;
-    }
-    uintptr_t link = block_remote_link((const block_t *)b);
-    k->entries[k->count++] = b | (link & REMOTE_LINK_SUSPECT);
-    total++;
     from = b;
     b = link & ~REMOTE_LINK_SUSPECT;
-    if (b == seen) { /* around again: every block of the cycle is taken */
+    if (b == seen) { /* around again: every block of the cycle is taken or freed */
       report_error("free(%p): a block freed by another thread was freed again before its owner took it "
                    "back (double free?): its chain of remote frees closes on itself", (void *)b);
       b = 0;

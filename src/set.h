@@ -68,8 +68,6 @@ typedef struct segment_set_s {
  * in the span cache) make it worth starting the background thread. */
 #define PURGE_WORTH_A_THREAD 16
 
-/* The earlier of two deadlines, 0 meaning none. */
-BRISK_INLINE uint64_t set_earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
 /* set.c */
 /* Every release of a set's lock: then the pool's surplus, if a segment

@@ -19,7 +19,7 @@
 
 uint64_t segments_maintain(uint64_t now, bool force) {
   uint64_t a = pool_maintain(now, force), b = huge_maintain(now, force);
-  return a == 0 ? b : b == 0 ? a : a < b ? a : b;
+  return deadline_earlier(a, b);
 }
 
 /* Purge the resident tails of the large blocks in seg->tails (under the
@@ -112,7 +112,7 @@ static uint64_t set_purge_pass(segment_set_t *set, uint64_t now, bool force, boo
       if (mask) purge_claim(set, seg, mask, claims, &n);
       else dir_sync(set, seg);
     }
-    next = set_earlier(next, seg->purge_at_ms);
+    next = deadline_earlier(next, seg->purge_at_ms);
   }
   field_store_relaxed(&set->next_purge_ms, next);
   purge_claimed(set, claims, n);
@@ -268,7 +268,7 @@ uint64_t segment_set_purge_forced(segment_set_t *set) {
         if ((seg->purge_slices | seg->purge_later) == 0) seg->purge_at_ms = 0;
         purge_claim(set, seg, mask, claims, &n);
       }
-      next = set_earlier(next, seg->purge_at_ms);
+      next = deadline_earlier(next, seg->purge_at_ms);
     }
     field_store_relaxed(&set->next_purge_ms, next);
     purge_claimed(set, claims, n);
@@ -283,7 +283,7 @@ uint64_t segment_set_reschedule(segment_set_t *set, uint64_t now, uint64_t delay
   next = set->cache_at_ms;
   for (segment_t *seg = set->segs.first; seg; seg = seg->next) {
     if (seg->purge_at_ms > latest) seg->purge_at_ms = latest;
-    next = set_earlier(next, seg->purge_at_ms);
+    next = deadline_earlier(next, seg->purge_at_ms);
   }
   field_store_relaxed(&set->next_purge_ms, next);
   set_unlock(set);

@@ -482,28 +482,21 @@ void span_free_large(segment_set_t *set, page_t *span) {
 int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p, uintptr_t keep_owner) {
   lock_acquire(&set->lock);
   int r;
-  uint8_t kind = seg->kind == SEGMENT_HUGE ? PAGE_HUGE : PAGE_LARGE;
   if (atomic_load_explicit(&seg->heap, memory_order_relaxed) != set->heap || seg->destroyed) {
     r = FOREIGN_NOT_IN_USE; /* its heap was destroyed meanwhile */
   } else if (atomic_load_relaxed(&seg->owner_tid) == keep_owner) {
     r = FOREIGN_BATCH;
-  } else if (span->span != span || (span->flags & (PAGE_IN_USE | kind)) != (PAGE_IN_USE | kind) ||
+  } else if (span->span != span || (span->flags & (PAGE_IN_USE | PAGE_HUGE)) != (PAGE_IN_USE | PAGE_HUGE) ||
              span->start != (const uint8_t *)p) {
     r = FOREIGN_NOT_IN_USE; /* freed meanwhile by another thread */
-  } else if (kind == PAGE_HUGE ? span->prof_slot != 0 : (span->flags & PAGE_SAMPLE) != 0) {
-    /* A sample: the owner tells the profiler. A large one's slot is
-     * written by its owner later on (the heap's batch of samples): only
-     * the flag, set before the block was handed out, is read here. */
-    r = FOREIGN_BATCH;
-  } else if (kind == PAGE_HUGE) {
+  } else if (span->prof_slot != 0) {
+    r = FOREIGN_BATCH; /* a sample: the owner tells the profiler */
+  } else {
     LIST_REMOVE(&set->huge, seg, next, prev);
     atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed); /* as segment_set_free_huge */
     set_unlock(set);
     huge_free(span);
     return FOREIGN_FREED;
-  } else {
-    span_free_large_held(set, span);
-    r = FOREIGN_FREED;
   }
   set_unlock(set);
   return r;

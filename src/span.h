@@ -50,17 +50,14 @@ BRISK_INTERNAL void span_free_large(segment_set_t *set, page_t *span);
  * cached, such spans kept a class page's worth of slices each from them,
  * and the heap grew into fresh ones). */
 BRISK_INTERNAL void span_free_uncached(segment_set_t *set, page_t *span);
-/* A large block at p (span's start), or a huge block of the set, freed
- * by a thread that does not own the set's heap (free.c calls it for huge
- * blocks; a large one goes through the inbox): the span is freed under
- * the set's lock as span_free_large would free it, or the huge block taken
- * off the set's list under it and freed without it: FOREIGN_FREED.
- * Nothing is done, and the answer says why, when under the lock the block
- * is no block of this set in use any more (freed twice, or its heap
- * destroyed: FOREIGN_NOT_IN_USE), or when its segment's owner id is
- * keep_owner (the heap is being walked by its owner) or the block is a
- * profiler's sample (FOREIGN_BATCH: the owner must take it back itself,
- * through its inbox). */
+/* A huge block of the set at p, freed by a thread that does not own the
+ * set's heap (a large one goes through the inbox): taken off the set's
+ * list under its lock and freed without it: FOREIGN_FREED. Nothing is
+ * done, and the answer says why, when under the lock the block is no
+ * block of this set in use any more (freed twice, or its heap destroyed:
+ * FOREIGN_NOT_IN_USE), or when its segment's owner id is keep_owner (the
+ * heap is being walked by its owner) or the block is a profiler's sample
+ * (FOREIGN_BATCH: the owner must take it back itself, through its inbox). */
 enum { FOREIGN_FREED = 0, FOREIGN_BATCH = 1, FOREIGN_NOT_IN_USE = 2 };
 BRISK_INTERNAL int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p,
                                      uintptr_t keep_owner);

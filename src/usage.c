@@ -12,6 +12,7 @@
 #include "usage.h"
 
 #include "atomics.h"
+#include "background.h"
 #include "huge.h"
 #include "options.h"
 #include "platform.h"
@@ -20,8 +21,6 @@
 #include "counters.h"
 
 #define LOAD(f) atomic_load_explicit(&brisk_stats.f, memory_order_relaxed)
-
-static uint64_t earlier(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
 /* A heap whose set may hold segments and is consistent. */
 static bool heap_has_set(const heap_t *h) {
@@ -120,7 +119,7 @@ uint64_t usage_reschedule(uint64_t now) {
   uint64_t delay = options_purge_delay_ms(), next = 0;
   heap_list_lock();
   for (heap_t *h = heap_first(); h; h = h->next_all)
-    if (heap_has_set(h)) next = earlier(next, segment_set_reschedule(&h->segments, now, delay));
+    if (heap_has_set(h)) next = deadline_earlier(next, segment_set_reschedule(&h->segments, now, delay));
   heap_list_unlock();
   return next;
 }
