@@ -64,6 +64,7 @@ test-rust:
 	  cargo clippy --workspace --all-targets -- -D warnings; \
 	  cargo clippy --workspace --all-targets --all-features -- -D warnings; \
 	  bash package_test.sh; \
+	  bash checker_test.sh; \
 	fi
 
 # Debian packages (libbrisk0, libbrisk-dev) into build-deb/, checked by lintian.

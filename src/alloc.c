@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc_inline.h"
+#include "checker.h"
 #include "huge.h"
 #include "report.h"
 
@@ -41,18 +42,29 @@ void *alloc_calloc(size_t count, size_t size) {
   return p;
 }
 
-bool alloc_owns(const void *p) {
+/* The page whose blocks' extent holds p, or NULL. */
+static page_t *owning_page(const void *p) {
   uintptr_t a = (uintptr_t)p;
   segment_t *seg = registry_lookup(a);
-  if (seg == NULL) return false;
-  if (a - (uintptr_t)seg >= field_load_relaxed(&seg->mapped_size)) return false;
+  if (seg == NULL) return NULL;
+  if (a - (uintptr_t)seg >= field_load_relaxed(&seg->mapped_size)) return NULL;
   page_t *pg = page_of(seg, a);
-  if (!(pg->flags & PAGE_IN_USE)) return false;
+  if (!(pg->flags & PAGE_IN_USE)) return NULL;
   uintptr_t start = (uintptr_t)pg->start;
   size_t extent = (pg->flags & PAGE_HUGE) ? pg->span_bytes
                  : (pg->flags & PAGE_LARGE) ? pg->block_size
                                             : (size_t)pg->capacity * pg->block_size;
-  return a >= start && a - start < extent;
+  return a >= start && a - start < extent ? pg : NULL;
+}
+
+bool alloc_owns(const void *p) { return owning_page(p) != NULL; }
+
+void *alloc_block_of(const void *p) {
+  page_t *pg = owning_page(p);
+  if (pg == NULL) return NULL;
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return pg->start;
+  size_t off = (size_t)((uintptr_t)p - (uintptr_t)pg->start);
+  return pg->start + off / pg->block_size * pg->block_size;
 }
 
 /* A new block from `target`, or from the calling thread's heap (NULL). */
@@ -172,8 +184,10 @@ void alloc_stats_sync(void) {
 
 void alloc_collect(bool force) {
   heap_t *h = thread_heap();
+  checker_quiet_begin();
   if (h->kind != HEAP_KIND_STATIC) heap_collect(h, force);
   segments_maintain(os_now_ms(), force);
+  checker_quiet_end();
 }
 
 /* ---------------------------------------------------------------------------

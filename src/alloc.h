@@ -16,6 +16,9 @@ struct heap_s;
 BRISK_INTERNAL void *alloc_realloc_in(struct heap_s *target, void *p, size_t size, brisk_fn_t fn);
 BRISK_INTERNAL void *alloc_aligned(size_t alignment, size_t size);
 BRISK_INTERNAL bool alloc_owns(const void *p);
+/* The start of the block of brisk's (handed out or not) that holds p;
+ * NULL when none does. Nothing reported. */
+BRISK_INTERNAL void *alloc_block_of(const void *p);
 /* The calling thread's heap and the memory kept for every heap: all that
  * is unused when force, else what is past its purge delay. */
 BRISK_INTERNAL void alloc_collect(bool force);

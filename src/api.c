@@ -5,7 +5,7 @@
 #include "brisk.h"
 
 #include "alloc.h"
-#include "alloc_inline.h"
+#include "entry.h"
 #include "platform.h"
 #include "profile.h"
 #include "stats.h"
@@ -14,18 +14,18 @@
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
 
-BRISK_EXPORT void *brisk_malloc(size_t size) { return malloc_inline(size); }
+BRISK_EXPORT void *brisk_malloc(size_t size) { return entry_malloc(size); }
 
-BRISK_EXPORT void brisk_free(void *p) { free_inline(p, FN_BRISK_FREE); }
+BRISK_EXPORT void brisk_free(void *p) { entry_free(p, FN_BRISK_FREE); }
 
 BRISK_EXPORT void brisk_free_sized(void *p, size_t size) {
-  free_sized_inline(p, size, 0, FN_BRISK_FREE_SIZED);
+  entry_free_sized(p, size, 0, FN_BRISK_FREE_SIZED);
 }
 
-BRISK_EXPORT void *brisk_calloc(size_t count, size_t size) { return alloc_calloc(count, size); }
+BRISK_EXPORT void *brisk_calloc(size_t count, size_t size) { return entry_calloc(count, size); }
 
 BRISK_EXPORT void *brisk_realloc(void *p, size_t size) {
-  return alloc_realloc(p, size, FN_BRISK_REALLOC);
+  return entry_realloc(NULL, p, size, FN_BRISK_REALLOC);
 }
 
 BRISK_EXPORT void *brisk_aligned_alloc(size_t alignment, size_t size) {
@@ -33,11 +33,11 @@ BRISK_EXPORT void *brisk_aligned_alloc(size_t alignment, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return alloc_aligned(alignment, size);
+  return entry_aligned(alignment, size);
 }
 
 BRISK_EXPORT size_t brisk_usable_size(const void *p) {
-  return usable_size_inline(p, FN_BRISK_USABLE_SIZE);
+  return entry_usable_size(p, FN_BRISK_USABLE_SIZE);
 }
 
 BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) ? 1 : 0; }
@@ -47,16 +47,16 @@ BRISK_EXPORT const char *brisk_version(void) { return "0.1.0"; }
 BRISK_EXPORT size_t brisk_good_size(size_t size) { return alloc_good_size(size); }
 
 BRISK_EXPORT void *brisk_malloc_usable(size_t size, size_t *usable) {
-  void *p = malloc_inline(size);
-  if (usable != NULL) *usable = p != NULL ? alloc_block_size(p) : 0;
+  void *p = entry_malloc(size);
+  if (usable != NULL) *usable = p != NULL ? entry_usable_size(p, FN_BRISK_USABLE_SIZE) : 0;
   return p;
 }
 
-BRISK_EXPORT void *brisk_zalloc(size_t size) { return alloc_zalloc(size); }
+BRISK_EXPORT void *brisk_zalloc(size_t size) { return entry_zalloc(size); }
 
-BRISK_EXPORT void *brisk_rezalloc(void *p, size_t size) { return alloc_rezalloc(p, size); }
+BRISK_EXPORT void *brisk_rezalloc(void *p, size_t size) { return entry_rezalloc(p, size); }
 
-BRISK_EXPORT void *brisk_expand(void *p, size_t size) { return alloc_expand(p, size); }
+BRISK_EXPORT void *brisk_expand(void *p, size_t size) { return entry_expand(p, size); }
 
 static void emit_file(const char *line, void *arg) { fprintf((FILE *)arg, "%s\n", line); }
 

@@ -10,7 +10,7 @@
 #include "brisk.h"
 
 #include "alloc.h"
-#include "alloc_inline.h"
+#include "entry.h"
 #include "report.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
@@ -36,7 +36,7 @@ struct brisk_arena_s {
 #define ARENA_MIN_BUFFER ((size_t)4096)
 
 static void *arena_heap_alloc(brisk_heap_t *heap, size_t size) {
-  return heap ? brisk_heap_malloc(heap, size) : malloc_inline(size);
+  return heap ? brisk_heap_malloc(heap, size) : entry_malloc(size);
 }
 
 static arena_buffer_t *buffer_new(brisk_arena_t *a, size_t size) {
@@ -44,7 +44,7 @@ static arena_buffer_t *buffer_new(brisk_arena_t *a, size_t size) {
   if (b == NULL) return NULL;
   b->next = NULL;
   /* The block may be larger than asked (size classes): use all of it. */
-  size_t usable = block_usable_size(b, FN_BRISK_USABLE_SIZE);
+  size_t usable = entry_usable_size(b, FN_BRISK_USABLE_SIZE);
   b->size = usable > size ? usable : size;
   return b;
 }
@@ -65,7 +65,7 @@ BRISK_EXPORT brisk_arena_t *brisk_arena_new(brisk_heap_t *heap, size_t initial_b
   if (size < ARENA_MIN_BUFFER || size < initial_bytes) size = ARENA_MIN_BUFFER;
   arena_buffer_t *b = buffer_new(a, size);
   if (b == NULL) {
-    free_inline(a, FN_BRISK_FREE);
+    entry_free(a, FN_BRISK_FREE);
     return NULL;
   }
   a->first = b;
@@ -131,7 +131,7 @@ static void free_buffers_after(arena_buffer_t *b) {
   b->next = NULL;
   while (next) {
     arena_buffer_t *n = next->next;
-    free_inline(next, FN_BRISK_FREE);
+    entry_free(next, FN_BRISK_FREE);
     next = n;
   }
 }
@@ -148,6 +148,6 @@ BRISK_EXPORT void brisk_arena_destroy(brisk_arena_t *a) {
   if (!arena_valid(a, "brisk_arena_destroy")) return;
   a->magic = 0;
   free_buffers_after(a->first);
-  free_inline(a->first, FN_BRISK_FREE);
-  free_inline(a, FN_BRISK_FREE);
+  entry_free(a->first, FN_BRISK_FREE);
+  entry_free(a, FN_BRISK_FREE);
 }

@@ -5,7 +5,7 @@
 #include "brisk.h"
 
 #include "alloc.h"
-#include "alloc_inline.h"
+#include "entry.h"
 #include "report.h"
 #include "visit.h"
 
@@ -68,7 +68,7 @@ BRISK_EXPORT void brisk_heap_destroy(brisk_heap_t *heap) {
     report_error("brisk_heap_destroy(%p): the heap is being visited (brisk_heap_visit)", (void *)h);
     return;
   }
-  heap_destroy(h);
+  entry_heap_destroy(h);
 }
 
 static inline void *heap_malloc_named(brisk_heap_t *heap, size_t size, const char *fn) {
@@ -80,6 +80,7 @@ static inline void *heap_malloc_named(brisk_heap_t *heap, size_t size, const cha
       return NULL;
     }
   }
+  if (BRISK_TRACK) return entry_heap_alloc(h, size, 0);
   if (BRISK_LIKELY(size <= DIRECT_MAX)) {
     page_t *pg = h->direct[(size + 15) >> 4];
     block_t *b = page_pop(pg);
@@ -97,7 +98,7 @@ BRISK_EXPORT void *brisk_heap_malloc(brisk_heap_t *heap, size_t size) {
 /* Zero the first n bytes of a new block of n bytes or more, unless it is a
  * large or huge block on memory fresh from the OS. */
 static void *zero_new_block(void *p, size_t n) {
-  if (p != NULL && !alloc_is_fresh(p, n)) memset(p, 0, n);
+  if (p != NULL && (BRISK_TRACK || !alloc_is_fresh(p, n))) memset(p, 0, n);
   return p;
 }
 
@@ -113,7 +114,7 @@ BRISK_EXPORT void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t si
 BRISK_EXPORT void *brisk_heap_zalloc(brisk_heap_t *heap, size_t size) {
   void *p = heap_malloc_named(heap, size, "brisk_heap_zalloc");
   /* The whole usable size: brisk_rezalloc zeroes only what lies beyond it. */
-  return p ? zero_new_block(p, alloc_block_size(p)) : NULL;
+  return p ? zero_new_block(p, entry_usable_size(p, FN_BRISK_USABLE_SIZE)) : NULL;
 }
 
 BRISK_EXPORT void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment, size_t size) {
@@ -127,7 +128,7 @@ BRISK_EXPORT void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment
     return NULL;
   }
   if (alignment <= 16) return brisk_heap_malloc(heap, size);
-  return heap_alloc_aligned(h, alignment, size);
+  return entry_heap_alloc(h, size, alignment);
 }
 
 BRISK_EXPORT void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size) {
@@ -135,7 +136,7 @@ BRISK_EXPORT void *brisk_heap_realloc(brisk_heap_t *heap, void *p, size_t size) 
     errno = EINVAL;
     return NULL;
   }
-  return alloc_realloc_in(heap_of(heap), p, size, FN_BRISK_REALLOC);
+  return entry_realloc(heap_of(heap), p, size, FN_BRISK_REALLOC);
 }
 
 BRISK_EXPORT size_t brisk_heap_stats_json(brisk_heap_t *heap, char *buf, size_t len) {

@@ -7,17 +7,17 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "alloc_inline.h"
+#include "entry.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
 
-BRISK_EXPORT void *malloc(size_t size) { return malloc_inline(size); }
+BRISK_EXPORT void *malloc(size_t size) { return entry_malloc(size); }
 
-BRISK_EXPORT void free(void *p) { free_inline(p, FN_FREE); }
+BRISK_EXPORT void free(void *p) { entry_free(p, FN_FREE); }
 
-BRISK_EXPORT void *calloc(size_t count, size_t size) { return alloc_calloc(count, size); }
+BRISK_EXPORT void *calloc(size_t count, size_t size) { return entry_calloc(count, size); }
 
-BRISK_EXPORT void *realloc(void *p, size_t size) { return alloc_realloc(p, size, FN_REALLOC); }
+BRISK_EXPORT void *realloc(void *p, size_t size) { return entry_realloc(NULL, p, size, FN_REALLOC); }
 
 BRISK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
   size_t total;
@@ -25,7 +25,7 @@ BRISK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return alloc_realloc(p, total, FN_REALLOC);
+  return entry_realloc(NULL, p, total, FN_REALLOC);
 }
 
 static bool valid_alignment(size_t alignment) {
@@ -35,7 +35,7 @@ static bool valid_alignment(size_t alignment) {
 BRISK_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) {
   if (!valid_alignment(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
   int saved = errno;
-  void *p = alloc_aligned(alignment, size);
+  void *p = entry_aligned(alignment, size);
   if (p == NULL) {
     errno = saved;
     return ENOMEM;
@@ -51,7 +51,7 @@ BRISK_EXPORT void *aligned_alloc(size_t alignment, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return alloc_aligned(alignment, size);
+  return entry_aligned(alignment, size);
 }
 
 BRISK_EXPORT void *memalign(size_t alignment, size_t size) {
@@ -62,7 +62,7 @@ BRISK_EXPORT void *memalign(size_t alignment, size_t size) {
     if (a == 0) { errno = EINVAL; return NULL; }
     alignment = a;
   }
-  return alloc_aligned(alignment, size);
+  return entry_aligned(alignment, size);
 }
 
 static size_t os_page(void) {
@@ -71,7 +71,7 @@ static size_t os_page(void) {
   return page;
 }
 
-BRISK_EXPORT void *valloc(size_t size) { return alloc_aligned(os_page(), size); }
+BRISK_EXPORT void *valloc(size_t size) { return entry_aligned(os_page(), size); }
 
 BRISK_EXPORT void *pvalloc(size_t size) {
   size_t page = os_page();
@@ -80,15 +80,15 @@ BRISK_EXPORT void *pvalloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return alloc_aligned(page, rounded == 0 ? page : rounded);
+  return entry_aligned(page, rounded == 0 ? page : rounded);
 }
 
-BRISK_EXPORT size_t malloc_usable_size(void *p) { return usable_size_inline(p, FN_USABLE_SIZE); }
+BRISK_EXPORT size_t malloc_usable_size(void *p) { return entry_usable_size(p, FN_USABLE_SIZE); }
 
 /* C23 */
-BRISK_EXPORT void free_sized(void *p, size_t size) { free_sized_inline(p, size, 0, FN_FREE_SIZED); }
+BRISK_EXPORT void free_sized(void *p, size_t size) { entry_free_sized(p, size, 0, FN_FREE_SIZED); }
 BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
-  free_sized_inline(p, size, alignment, FN_FREE_SIZED);
+  entry_free_sized(p, size, alignment, FN_FREE_SIZED);
 }
 
 /* This build replaces the malloc family (free.c looks for this symbol). */

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "alloc.h"
-#include "alloc_inline.h"
+#include "entry.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
 
@@ -15,19 +15,19 @@
 BRISK_INTERNAL void *brisk_new_retry(size_t size, size_t alignment, int nothrow);
 
 static inline void *new_plain(size_t size) {
-  void *p = malloc_inline(size);
+  void *p = entry_malloc(size);
   if (BRISK_LIKELY(p != NULL)) return p;
   return brisk_new_retry(size, 0, 0);
 }
 
 static inline void *new_nothrow(size_t size) {
-  void *p = malloc_inline(size);
+  void *p = entry_malloc(size);
   if (BRISK_LIKELY(p != NULL)) return p;
   return brisk_new_retry(size, 0, 1);
 }
 
 static inline void *new_aligned(size_t size, size_t alignment, int nothrow) {
-  void *p = alloc_aligned(alignment, size);
+  void *p = entry_aligned(alignment, size);
   if (BRISK_LIKELY(p != NULL)) return p;
   return brisk_new_retry(size, alignment, nothrow);
 }
@@ -62,25 +62,25 @@ BRISK_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t al, co
 /* operator delete / delete[]: every form frees through the same path; the
  * hardened build checks the form against the new that made the block, and
  * the size of the sized forms. */
-BRISK_EXPORT void _ZdlPv(void *p) { free_inline(p, FN_DELETE); }
-BRISK_EXPORT void _ZdaPv(void *p) { free_inline(p, FN_DELETE_ARRAY); }
-BRISK_EXPORT void _ZdlPvm(void *p, size_t size) { free_sized_inline(p, size, 0, FN_DELETE_SIZED); }
+BRISK_EXPORT void _ZdlPv(void *p) { entry_free(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPv(void *p) { entry_free(p, FN_DELETE_ARRAY); }
+BRISK_EXPORT void _ZdlPvm(void *p, size_t size) { entry_free_sized(p, size, 0, FN_DELETE_SIZED); }
 BRISK_EXPORT void _ZdaPvm(void *p, size_t size) {
-  free_sized_inline(p, size, 0, FN_DELETE_ARRAY_SIZED);
+  entry_free_sized(p, size, 0, FN_DELETE_ARRAY_SIZED);
 }
-BRISK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_DELETE); }
-BRISK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { free_inline(p, FN_DELETE_ARRAY); }
+BRISK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { entry_free(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { entry_free(p, FN_DELETE_ARRAY); }
 BRISK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t al) {
-  free_sized_inline(p, size, al, FN_DELETE_SIZED);
+  entry_free_sized(p, size, al, FN_DELETE_SIZED);
 }
 BRISK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t al) {
-  free_sized_inline(p, size, al, FN_DELETE_ARRAY_SIZED);
+  entry_free_sized(p, size, al, FN_DELETE_ARRAY_SIZED);
 }
-BRISK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_DELETE); }
-BRISK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) { free_inline(p, FN_DELETE_ARRAY); }
+BRISK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag) { entry_free(p, FN_DELETE); }
+BRISK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag) { entry_free(p, FN_DELETE_ARRAY); }
 BRISK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *tag) {
-  free_inline(p, FN_DELETE);
+  entry_free(p, FN_DELETE);
 }
 BRISK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *tag) {
-  free_inline(p, FN_DELETE_ARRAY);
+  entry_free(p, FN_DELETE_ARRAY);
 }

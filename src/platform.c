@@ -1,6 +1,8 @@
 /* Linux implementation of the platform contract in platform.h. */
 #include "platform.h"
 
+#include "checker.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -109,9 +111,23 @@ int os_map_aligned(size_t size, size_t align, void **out) { return map_aligned(s
  * rather than per 4 KiB (docs/DESIGN.md, "Returning memory"). */
 int os_map_huge_pages(size_t size, size_t align, void **out) { return map_aligned(size, align, MADV_HUGEPAGE, out); }
 
+#if BRISK_ASAN
+bool checker_asan_ready;
+__attribute__((constructor)) static void checker_asan_start(void) { checker_asan_ready = true; }
+#endif
+
+/* A range brisk no longer maps: AddressSanitizer forgets what brisk
+ * poisoned there, for whoever maps that address next. */
+static void range_left(void *p, size_t size) {
+  if (BRISK_ASAN) checker_access(p, size);
+}
+
 int os_unmap(void *p, size_t size) {
   int err = unmap_raw(p, size);
-  if (err == 0) STAT_LEVEL(mapped_bytes, -(int64_t)size);
+  if (err == 0) {
+    STAT_LEVEL(mapped_bytes, -(int64_t)size);
+    range_left(p, size);
+  }
   return err;
 }
 
@@ -152,6 +168,7 @@ int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
     STAT_COUNT(remap_failures, 1);
     return errno ? errno : ENOMEM;
   }
+  if (new_size < old_size) range_left((uint8_t *)p + new_size, old_size - new_size);
   return 0;
 }
 
@@ -171,6 +188,7 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
     return err;
   }
   STAT_LEVEL(mapped_bytes, -(int64_t)old_size); /* counted again as new_size above */
+  range_left(p, old_size);
   *out = q;
   return 0;
 }
@@ -297,7 +315,10 @@ void os_random_bytes(void *buf, size_t n) {
   int saved = errno;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = getrandom((char *)buf + got, n - got, GRND_NONBLOCK);
+    /* The system call itself, not the C library's wrapper: a sanitizer
+     * runtime intercepts the wrapper, and its interceptor is not ready
+     * while the runtime starts, when its first allocation comes here. */
+    long r = syscall(SYS_getrandom, (char *)buf + got, n - got, GRND_NONBLOCK);
     if (r > 0) {
       got += (size_t)r;
     } else if (r < 0 && errno == EINTR) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "atomics.h"
+#include "checker.h"
 #include "background.h"
 #include "huge.h"
 #include "options.h"
@@ -29,7 +30,9 @@ static void thread_exit(void *value) {
   /* TLS destructors that run after this one still free: they go through
    * the dead heap, whose frees are pushed one by one. */
   brisk_tls_heap = &brisk_heap_dead;
+  checker_quiet_begin();
   heap_abandon(h);
+  checker_quiet_end();
 }
 
 /* brisk's own long-lived allocations: the C library allocates for a new

@@ -14,6 +14,7 @@
 
 #include "alloc.h"
 #include "atomics.h"
+#include "checker.h"
 #include "registry.h"
 #include "report.h"
 #include "thread.h"
@@ -35,6 +36,7 @@ static int visit_page(heap_t *h, page_t *pg, brisk_block_visitor_t visitor, void
   uint64_t free_map[PAGE_BLOCKS_MAX / 64];
   size_t words = ((size_t)pg->reserved + 63) / 64;
   memset(free_map, 0, words * sizeof(uint64_t));
+  checker_quiet_begin(); /* the links of free blocks */
   mark_list(pg, pg->free, free_map);
   mark_list(pg, pg->local_free, free_map);
   if (pg->flags & PAGE_CACHED) {
@@ -46,6 +48,7 @@ static int visit_page(heap_t *h, page_t *pg, brisk_block_visitor_t visitor, void
       free_map[i / 64] |= (uint64_t)1 << (i % 64);
     }
   }
+  checker_quiet_end();
   for (size_t i = 0; i < pg->reserved; i++) {
     if (free_map[i / 64] & ((uint64_t)1 << (i % 64))) continue;
     int r = visitor((brisk_heap_t *)h, pg->start + i * pg->block_size, pg->block_size, arg);

@@ -11,7 +11,8 @@
 //! and delete). A Rust program picks brisk with `#[global_allocator]`; the
 //! `override` feature adds `src/override.c` and `src/extras.c` and links the
 //! whole archive, so that `malloc` and friends of the whole process are
-//! brisk's.
+//! brisk's. The `valgrind` and `asan` features build brisk for a memory
+//! checker (`-DBRISK_VALGRIND=1`, `-DBRISK_ASAN=1`).
 
 use std::env;
 use std::fs;
@@ -59,6 +60,8 @@ fn main() {
 
     let override_malloc = env::var_os("CARGO_FEATURE_OVERRIDE").is_some();
     let hardened = env::var_os("CARGO_FEATURE_HARDENED").is_some();
+    let valgrind = env::var_os("CARGO_FEATURE_VALGRIND").is_some();
+    let asan = env::var_os("CARGO_FEATURE_ASAN").is_some();
 
     let mut sources = c_sources(&src);
     if override_malloc {
@@ -91,6 +94,22 @@ fn main() {
         .flag("-fno-builtin-realloc");
     if hardened {
         build.define("BRISK_HARDENED", "1");
+    }
+    // The builds for memory checkers (src/checker.h): every block told to
+    // valgrind's memcheck, or poisoned for AddressSanitizer, with red
+    // zones; brisk's own code is never instrumented.
+    if valgrind {
+        let dir = tool("VALGRIND_INCLUDE", "/usr/include");
+        if !Path::new(&dir).join("valgrind").join("memcheck.h").is_file() {
+            panic!(
+                "brisk-sys: the valgrind feature needs valgrind's headers, not found in {dir} \
+                 (apt-get install valgrind, or set VALGRIND_INCLUDE to the directory that holds valgrind/)"
+            );
+        }
+        build.include(&dir).define("BRISK_VALGRIND", "1");
+    }
+    if asan {
+        build.define("BRISK_ASAN", "1").flag("-fno-sanitize=address");
     }
     // One object, linked from all of brisk's with their hidden (internal)
     // symbols made local, in a static library of its own: a program that
