@@ -2,7 +2,9 @@
  * remote frees are stored inside the freed memory itself.
  *
  * A free block holds one word: the link to the next free block, XORed with
- * a per-process random key. Lists of a page end at the page's segment
+ * a random key: the process's, or in the hardened build its segment's
+ * (segment_t.link_key), so that a key read from one freed block forges no
+ * link in another segment. Lists of a page end at the page's segment
  * header (page_list_end), never at NULL, so the link of every block on a
  * page's lists decodes to an address in the block's own segment:
  *
@@ -34,11 +36,23 @@ typedef struct block_s {
  * kernel, before any block exists (page.c). */
 BRISK_INTERNAL void block_keys_init(void);
 
+/* The segment header of a block's segment (no huge block is ever linked,
+ * and none starts 4 MiB or more into its mapping). */
+BRISK_INLINE const segment_t *block_segment(const block_t *b) {
+  return (const segment_t *)((uintptr_t)b & ~(uintptr_t)(SEGMENT_SIZE - 1));
+}
+BRISK_INLINE uintptr_t block_link_key(const block_t *b) {
+  return BRISK_HARDENED ? block_segment(b)->link_key : brisk_read_mostly.link_key;
+}
+BRISK_INLINE uintptr_t block_chain_key(const block_t *b) {
+  return BRISK_HARDENED ? block_segment(b)->remote_key : brisk_read_mostly.remote_key;
+}
+
 BRISK_INLINE block_t *block_next(const block_t *b) {
-  return (block_t *)(b->link ^ brisk_read_mostly.link_key);
+  return (block_t *)(b->link ^ block_link_key(b));
 }
 BRISK_INLINE void block_set_next(block_t *b, const void *next) {
-  b->link = (uintptr_t)next ^ brisk_read_mostly.link_key;
+  b->link = (uintptr_t)next ^ block_link_key(b);
 }
 /* Links of remote-free chains (outbox, inbox) use another key, so that a
  * chain overwritten by a local free of one of its blocks is noticed when
@@ -46,9 +60,9 @@ BRISK_INLINE void block_set_next(block_t *b, const void *next) {
  * another thread freed it: its owner checks its lists before taking it. */
 #define REMOTE_LINK_SUSPECT ((uintptr_t)1)
 BRISK_INLINE void block_set_remote_next(block_t *b, const void *next, bool suspect) {
-  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ brisk_read_mostly.remote_key;
+  b->link = ((uintptr_t)next | (suspect ? REMOTE_LINK_SUSPECT : 0)) ^ block_chain_key(b);
 }
-BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ brisk_read_mostly.remote_key; }
+BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ block_chain_key(b); }
 
 /* The second word of a block in a remote-free chain: the block REMOTE_SKIP
  * links further on (or NULL), which the freeing thread knows from its own
@@ -56,14 +70,14 @@ BRISK_INLINE uintptr_t block_remote_link(const block_t *b) { return b->link ^ br
  * that each wait for the one before, and the blocks were last written by
  * another core. Never followed, so a wrong value costs a wasted prefetch. */
 BRISK_INLINE void block_set_remote_skip(block_t *b, const void *ahead) {
-  (&b->link)[1] = (uintptr_t)ahead ^ brisk_read_mostly.remote_key;
+  (&b->link)[1] = (uintptr_t)ahead ^ block_chain_key(b);
 }
 BRISK_INLINE const void *block_remote_skip(const block_t *b) {
-  return (const void *)((&b->link)[1] ^ brisk_read_mostly.remote_key);
+  return (const void *)((&b->link)[1] ^ block_chain_key(b));
 }
 
 BRISK_INLINE bool block_looks_free(const block_t *b) {
-  return (((b->link ^ brisk_read_mostly.link_key) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
+  return (((b->link ^ block_link_key(b)) ^ (uintptr_t)b) >> SEGMENT_SHIFT) == 0;
 }
 
 /* Where the lists of a page end: its segment header, which is no block. */

@@ -175,6 +175,8 @@ typedef struct segment_s {
   uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
   uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
+  uintptr_t link_key;                 /* hardened: the keys of the links in this */
+  uintptr_t remote_key;               /* segment's blocks (block.h), its own */
   struct segment_s *next;             /* in its heap's set, the pool or the huge cache */
   struct segment_s *prev;
   /* Huge blocks, under huge.c's lock: the resident rest of the mapping

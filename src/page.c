@@ -7,6 +7,7 @@
 #include "page.h"
 #include "profile.h"
 #include "report.h"
+#include "segment.h"
 #include "counters.h"
 
 brisk_read_mostly_t brisk_read_mostly;
@@ -14,19 +15,14 @@ brisk_read_mostly_t brisk_read_mostly;
 static _Atomic(uint64_t) shuffle_state;
 
 void block_keys_init(void) {
-  uint64_t r[3];
-  os_random_bytes(r, sizeof(r));
-  /* Never 0, so that a zero-filled word is no free block's link. */
-  brisk_read_mostly.link_key = (uintptr_t)(r[0] | ((uint64_t)1 << 63) | 1);
-  /* Remote chains use a key of their own, drawn apart from the first (a
-   * key read from one kind of link tells nothing of the other), that
-   * differs from it above the segment bits, so that no chain link looks
-   * like a free list's (block_looks_free). */
-  uint64_t remote = r[1] | 1;
-  if (((remote ^ brisk_read_mostly.link_key) >> SEGMENT_SHIFT) == 0) remote ^= (uint64_t)1 << 62;
-  brisk_read_mostly.remote_key = (uintptr_t)remote;
+  uintptr_t link, remote;
+  keys_draw(&link, &remote);
+  brisk_read_mostly.link_key = link;
+  brisk_read_mostly.remote_key = remote;
   /* The hardened build's page order (page_carve_fresh) from a third. */
-  atomic_store_explicit(&shuffle_state, r[2], memory_order_relaxed);
+  uint64_t seed;
+  os_random_bytes(&seed, sizeof(seed));
+  atomic_store_explicit(&shuffle_state, seed, memory_order_relaxed);
 }
 
 page_t brisk_empty_page = {

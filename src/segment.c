@@ -27,8 +27,21 @@ segment_t brisk_segment_destroyed = RETIRED_SEGMENT_INIT;
  * segment, in a mapping of its own, away from user data. */
 #define KINDS_TABLE_BYTES (SEGMENT_SIZE / 16)
 
+void keys_draw(uintptr_t *link_key, uintptr_t *remote_key) {
+  uint64_t r[2];
+  os_random_bytes(r, sizeof(r));
+  uint64_t link = r[0] | ((uint64_t)1 << 63) | 1; /* a zero-filled word is no link */
+  uint64_t remote = r[1] | 1;
+  if (((remote ^ link) >> SEGMENT_SHIFT) == 0) remote ^= (uint64_t)1 << 62;
+  *link_key = (uintptr_t)link;
+  *remote_key = (uintptr_t)remote;
+}
+
 void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind) {
   seg->kinds = NULL;
+  /* Hardened: keys of its own for the life of the mapping, so that a key
+   * read from one freed block forges no link in another segment. */
+  if (BRISK_HARDENED) keys_draw(&seg->link_key, &seg->remote_key);
   seg->guarded_slices = 0;
   seg->mapped_size = mapped;
   seg->kind = kind;

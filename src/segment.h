@@ -5,6 +5,11 @@
 #include "layout.h"
 
 /* A fresh normal segment, registered; NULL when the OS has no memory. */
+/* A pair of keys for the links of free blocks (block.h), from the kernel:
+ * the free lists' (never 0) and the remote chains', drawn apart from it and
+ * differing from it above the segment bits, so that no chain link looks
+ * like a free list's (block_looks_free). */
+BRISK_INTERNAL void keys_draw(uintptr_t *link_key, uintptr_t *remote_key);
 BRISK_INTERNAL segment_t *segment_map(void);
 /* Reset the header of a mapping of `mapped` bytes: every slice free. */
 BRISK_INTERNAL void segment_init_header(segment_t *seg, size_t mapped, uint32_t kind);

@@ -236,6 +236,14 @@ order2=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" order 2>/dev/null)
 if [ -n "$order1" ] && [ -n "$order2" ] && [ "$order1" != "$order2" ]; then
   ok "a fresh page's order differs between two processes"
 else bad "a fresh page's order is the same in two processes: '$order1'"; fi
+# Each segment has keys of its own: the key read from a freed block of the
+# thread's heap, used to forge a link in a first-class heap's freed block
+# to one of its live blocks, must not make malloc hand that block out (with
+# one key per process it does: the default build prints "followed").
+forge=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" forge 2>&1)
+if grep -q "forge: refused" <<<"$forge" && grep -q "brisk: error: malloc(): the free list of the page" <<<"$forge"; then
+  ok "a link forged with another segment's key is refused and reported"
+else bad "a link forged with another segment's key: '$forge'"; fi
 
 # Guard pages are moved (an mprotect each) only when no run of free slices
 # leaves them in place: 20,000 replacements of large blocks of 64..364 KiB

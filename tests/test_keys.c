@@ -13,12 +13,22 @@
  *   test_keys order     print the order in which 32 blocks of a fresh page
  *                       are handed out (the hardened build's is random:
  *                       tests/test_hardened.sh runs it twice)
+ *   test_keys forge     the hardened build's keys are its segments': a key
+ *                       read from a freed block of one segment (the
+ *                       thread's heap) is used to forge a link in a freed
+ *                       block of another (a first-class heap's) to one of
+ *                       its live blocks; malloc must never hand that live
+ *                       block out (tests/test_hardened.sh runs it; the
+ *                       default build, one key per process, does hand it
+ *                       out, which `forge` prints as "followed")
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "brisk.h"
 
 #define SEGMENT_SHIFT 22
 
@@ -27,9 +37,12 @@ static void *opaque(void *p) {
   return p;
 }
 
+static char *key_source_block;
+
 static uintptr_t link_key(void) {
   char *x = malloc(200), *y = malloc(200);
   if (!x || !y) exit(2);
+  key_source_block = x;
   free(x);
   free(y);
   return *(volatile uintptr_t *)opaque(y) ^ (uintptr_t)x; /* y's link: x, encoded */
@@ -84,6 +97,34 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) printf("%ld ", (long)((b[i] - lo) / SIZE));
     printf("\n");
     return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "forge") == 0) {
+    enum { SIZE = 200, TRIES = 20000 };
+    uintptr_t key = link_key(); /* read in the thread's heap */
+    brisk_heap_t *h = brisk_heap_new();
+    if (h == NULL) return 2;
+    char *live = brisk_heap_malloc(h, SIZE);
+    char *victim = brisk_heap_malloc(h, SIZE);
+    if (!live || !victim) return 2;
+    if (((uintptr_t)live ^ (uintptr_t)key_source_block) >> SEGMENT_SHIFT == 0) {
+      printf("forge: the heaps share a segment\n");
+      return 2;
+    }
+    free(victim);
+    *(volatile uintptr_t *)opaque(victim) = (uintptr_t)live ^ key; /* the forged link */
+    /* Allocate until the victim comes back: the next block is the one its
+     * link names. */
+    for (int i = 0; i < TRIES; i++) {
+      char *p = brisk_heap_malloc(h, SIZE);
+      if (p == NULL) return 2;
+      if (p == victim) {
+        char *next = brisk_heap_malloc(h, SIZE);
+        printf("forge: %s\n", next == live ? "followed" : "refused");
+        return 0;
+      }
+    }
+    printf("forge: the freed block never came back\n");
+    return 2;
   }
   int fails = 0;
   uintptr_t lk = link_key(), rk = chain_key();
