@@ -11,6 +11,8 @@
 #include "alloc.h"
 #include "alloc_inline.h"
 #include "heap.h"
+#include "platform.h"
+#include "registry.h"
 #include "report.h"
 #include "visit.h"
 
@@ -91,6 +93,80 @@ static void block_dies(void *p, const tracked_t *t) {
   checker_no_access(t->core, t->usable);
 }
 
+/* ---------------------------------------------------------------------------
+ * The quarantine: a freed block goes back to the core only after
+ * QUARANTINE_BLOCKS more frees or QUARANTINE_BYTES more bytes, so that a
+ * use after free is caught even after the program has allocated again.
+ * One ring for the process; its lock is a leaf (nothing is taken while it
+ * is held: what leaves the ring is freed after it is released).
+ * ------------------------------------------------------------------------- */
+#define QUARANTINE_BLOCKS 4096
+#define QUARANTINE_BYTES ((size_t)64 << 20)
+#define QUARANTINE_OUT 8 /* the most a free hands back to the core */
+
+typedef struct {
+  void *core;
+  size_t bytes;
+  brisk_fn_t fn;
+} held_t;
+
+static struct {
+  brisk_lock_t lock;
+  uint32_t first, count;
+  size_t bytes;
+  held_t ring[QUARANTINE_BLOCKS];
+} quarantine = {.lock = BRISK_LOCK_INIT};
+
+static void quarantine_put(void *core, size_t bytes, brisk_fn_t fn) {
+  held_t out[QUARANTINE_OUT];
+  unsigned n = 0;
+  lock_acquire(&quarantine.lock);
+  while (n < QUARANTINE_OUT && quarantine.count > 0 &&
+         (quarantine.count == QUARANTINE_BLOCKS || quarantine.bytes + bytes > QUARANTINE_BYTES)) {
+    out[n++] = quarantine.ring[quarantine.first];
+    quarantine.bytes -= out[n - 1].bytes;
+    quarantine.first = (quarantine.first + 1) % QUARANTINE_BLOCKS;
+    quarantine.count--;
+  }
+  bool held = quarantine.count < QUARANTINE_BLOCKS;
+  if (held) {
+    quarantine.ring[(quarantine.first + quarantine.count) % QUARANTINE_BLOCKS] = (held_t){core, bytes, fn};
+    quarantine.count++;
+    quarantine.bytes += bytes;
+  }
+  lock_release(&quarantine.lock);
+  if (!held) free_inline(core, fn);
+  for (unsigned i = 0; i < n; i++) free_inline(out[i].core, out[i].fn);
+}
+
+/* h is destroyed: its blocks leave the ring without being freed. */
+static void quarantine_drop_heap(heap_t *h) {
+  lock_acquire(&quarantine.lock);
+  uint32_t kept = 0;
+  size_t bytes = 0;
+  for (uint32_t i = 0; i < quarantine.count; i++) {
+    held_t e = quarantine.ring[(quarantine.first + i) % QUARANTINE_BLOCKS];
+    segment_t *seg = registry_lookup((uintptr_t)e.core);
+    if (seg != NULL && atomic_load_explicit(&seg->heap, memory_order_relaxed) == h) continue;
+    quarantine.ring[(quarantine.first + kept++) % QUARANTINE_BLOCKS] = e;
+    bytes += e.bytes;
+  }
+  quarantine.count = kept;
+  quarantine.bytes = bytes;
+  lock_release(&quarantine.lock);
+}
+
+static void quarantine_before_fork(void) { lock_acquire(&quarantine.lock); }
+static void quarantine_after_fork(void) { lock_release(&quarantine.lock); }
+static void quarantine_in_child(void) { lock_reset(&quarantine.lock); }
+
+__attribute__((constructor)) static void quarantine_start(void) {
+  /* Without them, a fork while another thread holds the ring's lock
+   * would leave it locked in the child: said, since frees would then hang. */
+  if (os_atfork(quarantine_before_fork, quarantine_after_fork, quarantine_in_child) != 0)
+    report_warning("memory checker build: no fork handlers for the quarantine of freed blocks");
+}
+
 void track_free(void *p, brisk_fn_t fn) {
   if (p == NULL) return;
   /* memcheck checks the free itself (a block it does not know: an
@@ -101,7 +177,7 @@ void track_free(void *p, brisk_fn_t fn) {
   if (tracked_live(p, fn, &t)) {
     if (t.size != SIZE_MAX) {
       block_dies(p, &t);
-      free_inline(t.core, fn);
+      quarantine_put(t.core, t.usable, fn);
     }
   } else {
     free_inline(p, fn); /* not a block of this layer's: the core's checks report it */
@@ -197,6 +273,7 @@ static int block_forgotten(brisk_heap_t *heap, void *core, size_t usable, void *
 
 void track_heap_destroy(heap_t *h) {
   checker_quiet_begin();
+  quarantine_drop_heap(h);
   heap_visit(h, block_forgotten, NULL);
   heap_destroy(h);
   checker_quiet_end();

@@ -94,6 +94,12 @@ int main(int argc, char **argv) {
     uint8_t *p = brisk_malloc(40);
     brisk_free(p);
     probe_use_after_free(p);
+  } else if (strcmp(mode, "late-use-after-free") == 0) {
+    /* after the program allocated blocks of the same size again */
+    uint8_t *p = brisk_malloc(40);
+    brisk_free(p);
+    for (int i = 0; i < 1000; i++) kept = brisk_malloc(40);
+    probe_use_after_free(p);
   } else if (strcmp(mode, "overflow") == 0) {
     uint8_t *p = brisk_malloc(40);
     probe_overflow(p, 40);
@@ -125,7 +131,7 @@ int main(int argc, char **argv) {
     kept = malloc(100);
     kept = NULL;
   } else {
-    fprintf(stderr, "usage: checker_probe clean|use-after-free|overflow|underflow|heap-use-after-free|leak|malloc-*\n");
+    fprintf(stderr, "usage: checker_probe clean|use-after-free|late-use-after-free|overflow|underflow|heap-use-after-free|leak|malloc-*\n");
     return 2;
   }
   printf("%s: done\n", mode);

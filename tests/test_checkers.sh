@@ -5,9 +5,11 @@
 # the bad access in the probe's source; a program without a bug gets none.
 #
 #   valgrind's memcheck: use after free (of brisk_malloc's block and of a
-#     heap's), overflow and underflow by one byte, a leak ("definitely
-#     lost", with the allocation's stack);
-#   AddressSanitizer: use after free (both), overflow, underflow.
+#     heap's; right after the free, and after 1,000 more blocks of its size,
+#     which the quarantine of freed blocks keeps from reusing it), overflow
+#     and underflow by one byte, a leak ("definitely lost", with the
+#     allocation's stack);
+#   AddressSanitizer: use after free (the three), overflow, underflow.
 #
 # Each bug is also run against the default static library, where the
 # checker must see nothing: that is the report the option adds, and the
@@ -67,6 +69,7 @@ if [ -x "$bin/checker_probe_valgrind_for_valgrind" ]; then
   if command -v valgrind >/dev/null; then
     expect_clean valgrind
     expect_report valgrind use-after-free "Invalid read of size 1"
+    expect_report valgrind late-use-after-free "Invalid read of size 1"
     expect_report valgrind heap-use-after-free "Invalid read of size 1"
     expect_report valgrind overflow "Invalid write of size 1"
     expect_report valgrind underflow "1 bytes before a block of size 40"
@@ -77,6 +80,7 @@ fi
 if [ -x "$bin/checker_probe_asan_for_asan" ]; then
   expect_clean asan
   expect_report asan use-after-free "AddressSanitizer: use-after-poison"
+  expect_report asan late-use-after-free "AddressSanitizer: use-after-poison"
   expect_report asan heap-use-after-free "AddressSanitizer: use-after-poison"
   expect_report asan overflow "AddressSanitizer: use-after-poison"
   expect_report asan underflow "AddressSanitizer: use-after-poison"
