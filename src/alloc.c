@@ -5,6 +5,7 @@
 
 #include "alloc_inline.h"
 #include "checker.h"
+#include "guarded.h"
 #include "huge.h"
 #include "report.h"
 
@@ -146,6 +147,13 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
   page_t *pg = block_check(p, fn, &seg);
   if (pg == NULL) {
     if (seg != NULL) return NULL; /* reported */
+    if (guarded_owns(p)) { /* a guarded sample moves to an ordinary block */
+      size_t g = guarded_usable_size(p, fn_name(fn));
+      if (g == 0) return NULL; /* reported */
+      void *q = realloc_copy(target, p, g, size, size);
+      if (q != NULL) guarded_free(p, fn_name(fn));
+      return q;
+    }
     size_t n = foreign_usable_size(p);
     if (n == 0) {
       report_error("%s(%p): pointer was not allocated by brisk", fn_name(fn), p);
@@ -204,6 +212,7 @@ size_t alloc_good_size(size_t size) {
 }
 
 size_t alloc_block_size(const void *p) {
+  if (BRISK_UNLIKELY(guarded_owns(p))) return guarded_usable_size(p, "brisk_usable_size");
   segment_t *seg = registry_lookup((uintptr_t)p);
   return page_usable_size(page_of(seg, (uintptr_t)p));
 }
@@ -227,6 +236,10 @@ void *alloc_expand(void *p, size_t size) {
   segment_t *seg;
   page_t *pg = block_check(p, FN_BRISK_EXPAND, &seg);
   if (pg == NULL) {
+    if (seg == NULL && guarded_owns(p)) { /* a guarded sample keeps its size */
+      size_t g = guarded_usable_size(p, fn_name(FN_BRISK_EXPAND));
+      return g != 0 && size <= g ? p : NULL;
+    }
     /* glibc's block: valid, but brisk cannot resize it */
     if (seg == NULL && foreign_usable_size(p) == 0)
       report_error("%s(%p): pointer was not allocated by brisk", fn_name(FN_BRISK_EXPAND), p);
@@ -265,7 +278,7 @@ void *alloc_rezalloc(void *p, size_t size) {
     old = page_usable_size(pg);
   } else {
     if (seg != NULL) return NULL; /* reported */
-    old = foreign_usable_size(p);
+    old = guarded_owns(p) ? guarded_usable_size(p, fn_name(FN_BRISK_REZALLOC)) : foreign_usable_size(p);
     if (old == 0) {
       report_error("%s(%p): pointer was not allocated by brisk", fn_name(FN_BRISK_REZALLOC), p);
       return NULL;

@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "entry.h"
+#include "guarded.h"
 #include "platform.h"
 #include "profile.h"
 #include "stats.h"
@@ -40,7 +41,7 @@ BRISK_EXPORT size_t brisk_usable_size(const void *p) {
   return entry_usable_size(p, FN_BRISK_USABLE_SIZE);
 }
 
-BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) ? 1 : 0; }
+BRISK_EXPORT int brisk_owns(const void *p) { return alloc_owns(p) || guarded_owns(p) ? 1 : 0; }
 
 BRISK_EXPORT const char *brisk_version(void) { return "0.1.0"; }
 

@@ -30,6 +30,8 @@
   X(purge_failures, COUNT, "purges the OS refused (locked memory): kept resident, not known zero") \
   X(unmap_failures, COUNT, "munmap calls the OS refused: the memory stays mapped and is kept or left unused") \
   X(protect_failures, COUNT, "mprotect calls of guard pages the OS refused (each reported)") \
+  X(guarded_allocs, COUNT, "guarded samples handed out (BRISK_GUARD_RATE)")    \
+  X(guarded_live, LEVEL, "guarded samples live")                             \
   X(huge_allocs, COUNT, "huge allocations")                                   \
   X(large_allocs, COUNT, "large allocations")                                 \
   X(remote_batches, COUNT, "batches of remote frees handed over")             \

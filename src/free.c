@@ -7,6 +7,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
+#include "guarded.h"
 #include "profile.h"
 #include "registry.h"
 #include "report.h"
@@ -298,6 +299,10 @@ void foreign_free(void *p) {
 
 void free_unowned(void *p, brisk_fn_t fn) {
   if (p == NULL) return;
+  if (guarded_owns(p)) {
+    guarded_free(p, fn_name(fn));
+    return;
+  }
   if (foreign_usable_size(p) != 0) {
     foreign_free(p);
     return;
@@ -311,6 +316,7 @@ size_t block_usable_size(const void *p, brisk_fn_t fn) {
   page_t *pg = block_check(p, fn, &seg);
   if (pg != NULL) return page_usable_size(pg);
   if (seg == NULL) {
+    if (guarded_owns(p)) return guarded_usable_size(p, fn_name(fn));
     size_t n = foreign_usable_size(p);
     if (n == 0) report_not_ours(p, fn);
     return n;

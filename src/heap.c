@@ -11,6 +11,7 @@
 #include "huge.h"
 #include "park.h"
 #include "platform.h"
+#include "guarded.h"
 #include "profile.h"
 #include "registry.h"
 #include "report.h"
@@ -455,7 +456,9 @@ static block_t *sampling_refill(heap_t *h, page_t *pg) {
 static block_t *prof_refill(heap_t *h, page_t *pg) {
   prof_heap_t *ph = h->prof;
   unsigned c = pg->size_class;
-  if (ph == NULL || c == 0 || h->queues[c].first != pg || h->cache_path_max != DIRECT_MAX) return NULL;
+  if (ph == NULL || c == 0 || h->queues[c].first != pg || h->cache_path_max != DIRECT_MAX ||
+      ph->epoch != sampler_epoch())
+    return NULL;
   int64_t left = ph->left[c] - (int64_t)class_size(c);
   if (left <= 0) return NULL; /* the sample: the whole way */
   block_t *b = sampling_refill(h, pg);
@@ -497,8 +500,11 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
     page_t *pg = inline_class ? h->queues[c].first : NULL;
     if (pg != NULL && page_holds_block_inline(pg, pg->free)) return page_pop(pg); /* counted */
     ph->left[c] -= (int64_t)counted;
-    if (ph->left[c] <= 0 && !ph->busy) {
-      ph->left[c] = prof_draw(ph);
+    unsigned which = ph->left[c] <= 0 && !ph->busy ? sampler_expired(ph, c) : 0;
+    /* A guarded sample (guarded.h): blocks of a thread's heap only, which
+     * are the malloc family's. */
+    if ((which & SAMPLE_GUARD) && h->kind == HEAP_KIND_THREAD) p = guarded_alloc(size, alignment);
+    if (p == NULL && (which & SAMPLE_PROFILE) && prof_recording()) {
       page_t *spg = NULL;
       /* A class with a cache: the block it would have given, in its page;
        * else (or when that page holds a sample) a large block. */
@@ -514,7 +520,7 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
         if (spg->flags & PAGE_LARGE) spg->flags |= PAGE_SAMPLE;
         prof_sampled(h, spg, size, c, counted);
       }
-    } else if (pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
+    } else if (which == 0 && pg != NULL && (p = sampling_refill(h, pg)) != NULL) {
       prof_expose(ph, c, pg);
       return p;
     }

@@ -52,7 +52,15 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
   X(profile_signal, PROFILE_SIGNAL, 0, 0, 64, 0,                                \
     "heap profile: dump when this signal arrives (SIGUSR2, USR2, a real-time number)") \
   X(profile_leaks, PROFILE_LEAKS, 0, 0, 1, 1,                                   \
-    "heap profile: report the sampled blocks still live at exit (0/1)")
+    "heap profile: report the sampled blocks still live at exit (0/1)")         \
+  X(guard_rate, GUARD_RATE, 0, 0, OPTION_MAX, 1,                                \
+    "guarded samples: one allocation in this many, on average, on a page of its own between guard pages (0: off)") \
+  X(guard_underflow, GUARD_UNDERFLOW, 0, 0, 1, 1,                               \
+    "guarded samples: the block starts after a guard page (underflows) rather than ending at one (0/1)") \
+  X(guard_continue, GUARD_CONTINUE, 0, 0, 1, 1,                                 \
+    "guarded samples: after a report, the program goes on (the page is opened) (0/1)") \
+  X(guard_slots, GUARD_SLOTS, 256, 16, 65536, 0,                                \
+    "guarded samples: blocks guarded at once, live or freed (freed ones stay closed until reused)")
 
 /* Every field is an atomic: those that change at run time are read by any
  * thread while another may set them. */

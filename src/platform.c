@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "counters.h"
@@ -512,6 +513,52 @@ bool os_exe_path(char *buf, size_t len) {
   if (n <= 0 || (size_t)n >= len) return false;
   buf[n] = '\0';
   return true;
+}
+
+static bool (*fault_fn)(void *addr, int access);
+static struct sigaction fault_before[2]; /* SIGSEGV, SIGBUS */
+
+static void on_fault(int signo, siginfo_t *info, void *context) {
+  int saved = errno;
+  int access = OS_FAULT_ACCESS;
+#if defined(__x86_64__) && defined(REG_ERR)
+  /* The page-fault error code: bit 1 set for a write. */
+  access = (((ucontext_t *)context)->uc_mcontext.gregs[REG_ERR] & 2) ? OS_FAULT_WRITE : OS_FAULT_READ;
+#endif
+  bool again = fault_fn != NULL && fault_fn(info->si_addr, access);
+  errno = saved;
+  if (again) return;
+  struct sigaction *before = &fault_before[signo == SIGBUS];
+  if (before->sa_flags & SA_SIGINFO) {
+    if (before->sa_sigaction != NULL) before->sa_sigaction(signo, info, context);
+    return;
+  }
+  if (before->sa_handler == SIG_DFL || before->sa_handler == SIG_IGN) {
+    /* The default action: the access faults again on return, with nothing
+     * in the way (a fault is never ignored). */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(signo, &dfl, NULL);
+    return;
+  }
+  before->sa_handler(signo);
+}
+
+int os_fault_handler(bool (*fn)(void *addr, int access)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  int saved = errno;
+  fault_fn = fn;
+  int err = 0;
+  if (sigaction(SIGSEGV, &sa, &fault_before[0]) != 0 || sigaction(SIGBUS, &sa, &fault_before[1]) != 0)
+    err = errno;
+  errno = saved;
+  return err;
 }
 
 int os_signal_handler(int signo, void (*handler)(int)) {

@@ -133,6 +133,15 @@ BRISK_INTERNAL bool os_exe_path(char *buf, size_t len);
 /* Run handler(signo) on the signal (SA_RESTART; replaces the program's
  * handler, if any). */
 BRISK_INTERNAL int os_signal_handler(int signo, void (*handler)(int));
+/* Memory faults (SIGSEGV, SIGBUS) go first to fn, with the faulting
+ * address and whether the access was a write (OS_FAULT_WRITE,
+ * OS_FAULT_READ, or OS_FAULT_ACCESS when the machine does not say): it
+ * returns true when the access may be made again (it opened the memory),
+ * false to pass the fault on to the handler the program had before, or to
+ * the default action (the process ends as it would have without brisk).
+ * Installed once; a handler the program installs later replaces it. */
+enum { OS_FAULT_ACCESS = 0, OS_FAULT_READ = 1, OS_FAULT_WRITE = 2 };
+BRISK_INTERNAL int os_fault_handler(bool (*fn)(void *addr, int access));
 
 /* The identity of the calling thread: the thread pointer, unique among
  * live threads and readable in one instruction. Never zero. */

@@ -49,9 +49,11 @@ prof_heap_t *prof_heap_state(heap_t *h) {
     ph = record_heap_new();
     if (ph == NULL) return NULL;
     ph->rng = os_random_seed() ^ ((uintptr_t)h * 0x9e3779b97f4a7c15ull);
-    for (unsigned c = 0; c < CLASS_COUNT; c++) ph->left[c] = prof_draw(ph);
+    sampler_draw_all(ph);
     prof_attach(h);
     h->prof = ph;
+  } else if (ph->epoch != sampler_epoch()) {
+    sampler_draw_all(ph); /* a sampler was switched on or off, or its rate changed */
   }
   if (h->kind == HEAP_KIND_THREAD) h->cache_path_max = DIRECT_MAX;
   h->refill_mask = 0; /* every refill counted (prof_refill in heap.c) */
@@ -271,7 +273,8 @@ static void sampling_on(void) {
       if (err != 0) report_warning("heap profile: cannot handle signal %d (errno %d)", signo, err);
     }
   }
-  atomic_store_relaxed(&brisk_read_mostly.prof_active, 1);
+  atomic_store_relaxed(&prof_recording_on, 1);
+  sampler_settings_changed();
   /* A signal's dump is written by the background thread: it is wanted
    * from the next safe point on, so that a process that has gone quiet
    * still answers the signal. */
@@ -305,6 +308,7 @@ void prof_init(void) {
   bool leaks = option_load(profile_leaks) != 0;
   if (leaks) os_keep_stderr();
   if (have_prefix || leaks) sampling_on();
+  else if (option_load(guard_rate) > 0) sampler_settings_changed(); /* guarded samples only */
   else if (signo != 0 || option_load(profile_interval) != 0)
     report_warning("BRISK_PROFILE_%s has no effect without BRISK_PROFILE=<prefix> (or "
                    "brisk_profile_start)", signo != 0 ? "SIGNAL" : "INTERVAL");
@@ -330,7 +334,10 @@ int prof_start(const char *path_prefix) {
   return 0;
 }
 
-void prof_stop(void) { atomic_store_relaxed(&brisk_read_mostly.prof_active, 0); }
+void prof_stop(void) {
+  atomic_store_relaxed(&prof_recording_on, 0);
+  sampler_settings_changed(); /* the heaps go on counting while guarded samples are on */
+}
 
 int prof_dump(const char *path) {
   if (path != NULL && path[0] == '\0') {
@@ -359,14 +366,14 @@ int prof_dump(const char *path) {
 
 void prof_leaks_changed(bool on) {
   if (on) os_keep_stderr(); /* before: the exit may need it */
-  if (on && !prof_active()) sampling_on();
+  if (on && !prof_recording()) sampling_on();
 }
 
 void prof_at_exit(void) {
   bool leaks = option_load(profile_leaks) != 0;
-  if (!prof_active() && !leaks) return;
+  if (!prof_recording() && !leaks) return;
   lock_acquire(&dump_lock);
-  if (prof_active() && have_prefix) dump_next();
+  if (prof_recording() && have_prefix) dump_next();
   if (leaks) leak_report();
   lock_release(&dump_lock);
 }
@@ -386,5 +393,5 @@ void prof_fork_child(void) {
    * The blocks the parent had sampled are in the child's memory too. */
   dump_seq = 0;
   atomic_store_relaxed(&brisk_read_mostly.prof_dump_requested, 0);
-  if (signo != 0 && prof_active()) background_kick(os_now_ms()); /* the child's own thread */
+  if (signo != 0 && prof_recording()) background_kick(os_now_ms()); /* the child's own thread */
 }

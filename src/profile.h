@@ -65,7 +65,8 @@ BRISK_INLINE bool prof_active(void) {
  * (cache_path_max) while it samples. */
 BRISK_INTERNAL prof_heap_t *prof_heap_state(heap_t *h);
 BRISK_INLINE prof_heap_t *prof_heap_of(heap_t *h) {
-  if (BRISK_UNLIKELY(h->prof == NULL || (h->cache_path_max > DIRECT_MAX && h->kind == HEAP_KIND_THREAD)))
+  if (BRISK_UNLIKELY(h->prof == NULL || (h->cache_path_max > DIRECT_MAX && h->kind == HEAP_KIND_THREAD) ||
+                     h->prof->epoch != sampler_epoch()))
     return prof_heap_state(h);
   return h->prof;
 }

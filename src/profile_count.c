@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "atomics.h"
+#include "guarded.h"
 #include "options.h"
 
 /* ---------------------------------------------------------------------------
@@ -133,12 +135,72 @@ static uint64_t next_random(prof_heap_t *ph) {
  * running: each countdown takes the new one at its next draw). */
 double prof_current_rate(void) { return (double)option_load(profile_rate); }
 
-int64_t prof_draw(prof_heap_t *ph) {
-  double rate = prof_current_rate();
+_Atomic(uint32_t) sampler_epoch_now;
+_Atomic(int) prof_recording_on;
+
+void sampler_settings_changed(void) {
+  atomic_fetch_add_explicit(&sampler_epoch_now, 1, memory_order_relaxed);
+  bool on = prof_recording() || option_load(guard_rate) > 0;
+  atomic_store_relaxed(&brisk_read_mostly.prof_active, on ? 1 : 0);
+}
+
+/* A draw from the exponential distribution of mean `mean`, at least 1. */
+static int64_t draw_exponential(prof_heap_t *ph, double mean) {
   double u = (double)((next_random(ph) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
-  double x = -prof_ln(u) * rate;
+  double x = -prof_ln(u) * mean;
   if (x > 4e18) x = 4e18;
   return (int64_t)x + 1;
+}
+
+/* Bytes to the profiler's next sample. */
+static int64_t draw_profile(prof_heap_t *ph) {
+  return prof_recording() ? draw_exponential(ph, prof_current_rate()) : SAMPLER_NEVER;
+}
+
+/* Bytes of class c to its next guarded sample: each allocation is one
+ * with probability 1 / guard_rate, so the count to it is geometric:
+ * floor(E / lambda) + 1 with E exponential of mean 1 and lambda =
+ * -ln(1 - 1 / rate) (a series where the rate is large). */
+static int64_t draw_guard(prof_heap_t *ph, unsigned c) {
+  int64_t rate = option_load(guard_rate);
+  if (rate <= 0 || c == 0 || class_size(c) > GUARDED_MAX) return SAMPLER_NEVER;
+  int64_t n = 1;
+  if (rate > 1) {
+    double p = 1.0 / (double)rate;
+    double lambda = rate < 16 ? -prof_ln(1 - p) : p * (1 + p * (0.5 + p * (1.0 / 3 + p * 0.25)));
+    n = draw_exponential(ph, 1 / lambda);
+  }
+  int64_t size = (int64_t)class_size(c);
+  return n > SAMPLER_NEVER / size ? SAMPLER_NEVER : n * size;
+}
+
+static void countdowns_set(prof_heap_t *ph, unsigned c, int64_t profile, int64_t guard) {
+  bool guard_first = guard < profile;
+  ph->left[c] = guard_first ? guard : profile;
+  ph->lag[c] = guard_first ? profile - guard : guard - profile;
+  ph->guard_first[c] = guard_first;
+}
+
+void sampler_draw_all(prof_heap_t *ph) {
+  ph->epoch = sampler_epoch();
+  for (unsigned c = 0; c < CLASS_COUNT; c++) countdowns_set(ph, c, draw_profile(ph), draw_guard(ph, c));
+}
+
+unsigned sampler_expired(prof_heap_t *ph, unsigned c) {
+  int64_t left = ph->left[c], later = left + ph->lag[c];
+  int64_t profile = ph->guard_first[c] ? later : left;
+  int64_t guard = ph->guard_first[c] ? left : later;
+  unsigned which = 0;
+  if (profile <= 0) {
+    which |= SAMPLE_PROFILE;
+    profile = draw_profile(ph);
+  }
+  if (guard <= 0) {
+    which |= SAMPLE_GUARD;
+    guard = draw_guard(ph, c);
+  }
+  countdowns_set(ph, c, profile, guard);
+  return which;
 }
 
 /* ---------------------------------------------------------------------------

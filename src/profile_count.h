@@ -30,7 +30,16 @@ typedef struct prof_pending_s {
 /* The profiler's state of one heap (owner only, like the heap, but for
  * its batch of forgotten samples). */
 typedef struct prof_heap_s {
+  /* Two samplers count the same bytes: the profiler's, and the guarded
+   * samples' (guarded.h). left[c] is the nearer of their countdowns (the
+   * one the cut lists use), lag[c] how much further the other runs out,
+   * guard_first[c] whether the nearer is the guard's. Counting moves both
+   * alike, so only a draw changes lag. A sampler that is off is a
+   * countdown that never runs out (SAMPLER_NEVER). */
   int64_t left[CLASS_COUNT]; /* bytes to the next sample; [0]: large and huge */
+  int64_t lag[CLASS_COUNT];
+  uint8_t guard_first[CLASS_COUNT];
+  uint32_t epoch;            /* the samplers' settings the countdowns were drawn for */
   uint64_t rng;
   uint32_t busy;             /* the owner is in the profiler (a stack walk, the
                                 record's lock): an allocation or free that
@@ -71,8 +80,31 @@ BRISK_INLINE block_t *page_list_cut(const page_t *pg) {
   return (block_t *)((uintptr_t)page_list_end(pg) + 16);
 }
 
-/* Bytes to the next sample after one was taken. */
-BRISK_INTERNAL int64_t prof_draw(prof_heap_t *ph);
+/* A countdown that never runs out: its sampler is off. */
+#define SAMPLER_NEVER ((int64_t)4000000000000000000)
+/* What a run-out countdown sampled (sampler_expired). */
+#define SAMPLE_PROFILE 1u
+#define SAMPLE_GUARD 2u
+
+/* The samplers' settings: the profiler records (prof_recording), one
+ * allocation in guard_rate is guarded; each change counts in an epoch that
+ * makes every heap draw its countdowns again at its next counted
+ * allocation, and sets brisk_read_mostly.prof_active (the heaps count)
+ * while either sampler is on. */
+BRISK_INTERNAL extern _Atomic(uint32_t) sampler_epoch_now;
+BRISK_INTERNAL extern _Atomic(int) prof_recording_on;
+BRISK_INLINE bool prof_recording(void) {
+  return atomic_load_explicit(&prof_recording_on, memory_order_relaxed) != 0;
+}
+BRISK_INLINE uint32_t sampler_epoch(void) {
+  return atomic_load_explicit(&sampler_epoch_now, memory_order_relaxed);
+}
+BRISK_INTERNAL void sampler_settings_changed(void);
+/* Every class's countdowns drawn afresh, for the settings in force. */
+BRISK_INTERNAL void sampler_draw_all(prof_heap_t *ph);
+/* Class c's countdown (left[c]) ran out on this allocation: which samples
+ * fall on it (SAMPLE_*); their countdowns are drawn again. */
+BRISK_INTERNAL unsigned sampler_expired(prof_heap_t *ph, unsigned c);
 /* pg, the current page of class c (<= DIRECT_MAX), will serve the inline
  * path: cut its free list where the countdown runs out, and count what it
  * hands out as allocated. */

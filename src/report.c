@@ -100,6 +100,18 @@ void report_error(const char *fmt, ...) {
   if (atomic_load_explicit(&abort_on_error, memory_order_relaxed)) os_abort();
 }
 
+void report_error_only(const char *fmt, ...) {
+  STAT_COUNT(errors, 1);
+  va_list ap;
+  va_start(ap, fmt);
+  emit("brisk: error: ", fmt, ap);
+  va_end(ap);
+}
+
+void report_abort_if_asked(void) {
+  if (atomic_load_explicit(&abort_on_error, memory_order_relaxed)) os_abort();
+}
+
 void report_warning(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -54,6 +54,10 @@ int settings_apply(int id, int64_t value) {
       prof_leaks_changed(value != 0); /* before: the exit may need stderr */
       atomic_store(&brisk_options.profile_leaks, value);
       break;
+    case OPTION_guard_rate:
+      atomic_store(&brisk_options.guard_rate, value);
+      sampler_settings_changed(); /* the heaps count from their next slow path */
+      break;
     case OPTION_background:
       background_set_enabled(value != 0);
       background_poll(); /* a safe point: no lock of brisk's is held */
