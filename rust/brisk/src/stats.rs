@@ -156,6 +156,11 @@ json_struct! {
         purge_failures: i64,
         unmap_failures: i64,
         protect_failures: i64,
+        /// Guarded samples handed out (`BRISK_GUARD_RATE`), and those live
+        /// (with their peak).
+        guarded_allocs: i64,
+        guarded_live: i64,
+        guarded_live_peak: i64,
         huge_allocs: i64,
         large_allocs: i64,
         /// Batches of frees from other threads handed over.
