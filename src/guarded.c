@@ -52,6 +52,7 @@ static brisk_lock_t lock = BRISK_LOCK_INIT;
 static slot_t *slots;
 static uint32_t slot_count;
 static uint32_t fifo_first = NO_SLOT, fifo_last = NO_SLOT;
+static uint32_t never_used; /* slots from here on have never held a block */
 static bool setup_failed;
 
 static bool on_fault(void *addr, int access);
@@ -63,7 +64,11 @@ static void fifo_push(uint32_t i) {
   fifo_last = i;
 }
 
+/* A slot never used, else the oldest freed one: a freed block stays closed
+ * as long as the slots allow, and a record is touched only when its slot is
+ * first used. */
 static uint32_t fifo_pop(void) {
+  if (never_used < slot_count) return never_used++;
   uint32_t i = fifo_first;
   if (i == NO_SLOT) return NO_SLOT;
   fifo_first = slots[i].next;
@@ -86,7 +91,6 @@ static bool region_setup(void) {
   }
   slots = meta;
   slot_count = n;
-  for (uint32_t i = 0; i < n; i++) fifo_push(i);
   int err = os_fault_handler(on_fault);
   if (err != 0)
     report_warning("guarded samples: no handler for memory faults (%s): a bad access ends the process unreported",
