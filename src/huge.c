@@ -55,7 +55,14 @@ void huge_unlock(void) { lock_release(&huge_guard); }
 void huge_reset_lock(void) { lock_reset(&huge_guard); }
 
 static bool huge_retain_allowed(size_t offset) {
-  return !BRISK_HARDENED && offset == SLICE_SIZE && options_purge_delay_ms() != 0;
+  return offset == SLICE_SIZE && options_purge_delay_ms() != 0;
+}
+
+/* The hardened build keeps freed huge mappings closed (PROT_NONE past the
+ * header's slice), so that a use after free of a huge block still faults,
+ * and keeps no tail (its guard page ends the block's mapping). */
+static bool huge_close(segment_t *seg, bool accessible) {
+  return os_protect((uint8_t *)seg + SLICE_SIZE, seg->mapped_size - SLICE_SIZE, accessible) == 0;
 }
 
 static size_t huge_retained_locked(void) { return huge_cache_bytes + huge_tail_bytes; }
@@ -216,7 +223,8 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
    * pages), and the others stay for later requests. */
   segment_t *take = fit ? fit : largest;
   if (take) huge_cache_unlink_locked(take);
-  if (fit && take->mapped_size > need && huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
+  if (fit && !BRISK_HARDENED && take->mapped_size > need &&
+      huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
     /* Counted as a tail from now; huge_alloc links it once the header is
      * written. */
     *tail = take->mapped_size - need;
@@ -226,6 +234,12 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   lock_release(&huge_guard);
   huge_unmap_list(drop);
   if (take == NULL) return NULL;
+  /* Hardened: opened whole first (mremap needs one mapping of one kind);
+   * its guard page is placed again by huge_alloc. */
+  if (BRISK_HARDENED && !huge_close(take, true)) {
+    huge_unmap(take);
+    return NULL;
+  }
   size_t old = take->mapped_size;
   if (*tail == 0 && old > need && !huge_shrink(take, need)) {
     huge_unmap(take);
@@ -248,6 +262,7 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
 static bool huge_cache_put(segment_t *seg) {
   size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
   if (!huge_retain_allowed(offset) || seg->mapped_size > HUGE_RETAIN_MAX) return false;
+  if (BRISK_HARDENED && !huge_close(seg, false)) return false;
   registry_set((uintptr_t)seg, seg->mapped_size, segment_marker(seg));
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   atomic_store_relaxed(&seg->owner_tid, 0);
@@ -385,7 +400,7 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
   size_t need = ((offset + new_size + page - 1) & ~(page - 1)) + guard;
   huge_tail_detach(seg);
   size_t old = seg->mapped_size;
-  if (need < old && huge_retain_allowed(offset)) {
+  if (need < old && huge_retain_allowed(offset) && !BRISK_HARDENED) {
     /* Keep the rest as the tail if the budget has room: growing back into
      * it costs nothing. */
     segment_t *drop = NULL;
