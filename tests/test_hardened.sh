@@ -236,6 +236,11 @@ order2=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" order 2>/dev/null)
 if [ -n "$order1" ] && [ -n "$order2" ] && [ "$order1" != "$order2" ]; then
   ok "a fresh page's order differs between two processes"
 else bad "a fresh page's order is the same in two processes: '$order1'"; fi
+# ... and a different order in two pages of one process.
+orders=$(env -i LD_PRELOAD="$lib" "$bin/test_keys" order2 2>/dev/null)
+if [ "$(wc -l <<<"$orders")" = 2 ] && [ "$(sed -n 1p <<<"$orders")" != "$(sed -n 2p <<<"$orders")" ]; then
+  ok "two fresh pages of one class in one process are handed out in different orders"
+else bad "two fresh pages in one process, the same order: '$orders'"; fi
 # Each segment has keys of its own: the key read from a freed block of the
 # thread's heap, used to forge a link in a first-class heap's freed block
 # to one of its live blocks, must not make malloc hand that block out (with

@@ -13,6 +13,9 @@
  *   test_keys order     print the order in which 32 blocks of a fresh page
  *                       are handed out (the hardened build's is random:
  *                       tests/test_hardened.sh runs it twice)
+ *   test_keys order2    the same for two fresh pages of one class in one
+ *                       process (the thread's heap, a first-class heap),
+ *                       a line each
  *   test_keys forge     the hardened build's keys are its segments': a key
  *                       read from a freed block of one segment (the
  *                       thread's heap) is used to forge a link in a freed
@@ -86,16 +89,21 @@ int main(int argc, char **argv) {
     printf("%llx %llx\n", (unsigned long long)lk, (unsigned long long)rk);
     return 0;
   }
-  if (argc > 1 && strcmp(argv[1], "order") == 0) {
+  if (argc > 1 && (strcmp(argv[1], "order") == 0 || strcmp(argv[1], "order2") == 0)) {
+    /* order2: also a fresh page of the same class in a first-class heap,
+     * on a line of its own */
     enum { N = 32, SIZE = 176 };
-    char *b[N], *lo = NULL;
-    for (int i = 0; i < N; i++) {
-      b[i] = malloc(SIZE);
-      if (!b[i]) return 2;
-      if (lo == NULL || b[i] < lo) lo = b[i];
+    brisk_heap_t *h = strcmp(argv[1], "order2") == 0 ? brisk_heap_new() : NULL;
+    for (int page = 0; page < (h ? 2 : 1); page++) {
+      char *b[N], *lo = NULL;
+      for (int i = 0; i < N; i++) {
+        b[i] = page == 0 ? malloc(SIZE) : brisk_heap_malloc(h, SIZE);
+        if (!b[i]) return 2;
+        if (lo == NULL || b[i] < lo) lo = b[i];
+      }
+      for (int i = 0; i < N; i++) printf("%ld ", (long)((b[i] - lo) / SIZE));
+      printf("\n");
     }
-    for (int i = 0; i < N; i++) printf("%ld ", (long)((b[i] - lo) / SIZE));
-    printf("\n");
     return 0;
   }
   if (argc > 1 && strcmp(argv[1], "forge") == 0) {
