@@ -39,13 +39,9 @@ BRISK_INLINE bool local_block_ok(const page_t *pg, const block_t *b, uint64_t id
   return idx < pg->reserved && !block_looks_free(b);
 }
 
-BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
+/* free_raw once p's segment is known (not NULL). */
+BRISK_INLINE void free_at(void *p, segment_t *seg, brisk_fn_t fn) {
   uintptr_t a = (uintptr_t)p;
-  segment_t *seg = registry_lookup_wrapped(a);
-  if (BRISK_UNLIKELY(seg == NULL)) {
-    free_unowned(p, fn); /* NULL lands here too: registry[0] is empty */
-    return;
-  }
   page_t *pg = page_of(seg, a);
   block_t *b = (block_t *)p;
   uint64_t idx = page_block_index(pg, a - (uintptr_t)pg->start);
@@ -59,6 +55,15 @@ BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
     return;
   }
   free_slow(p, seg, fn);
+}
+
+BRISK_INLINE void free_raw(void *p, brisk_fn_t fn) {
+  segment_t *seg = registry_lookup_wrapped((uintptr_t)p);
+  if (BRISK_UNLIKELY(seg == NULL)) {
+    free_unowned(p, fn); /* NULL lands here too: registry[0] is empty */
+    return;
+  }
+  free_at(p, seg, fn);
 }
 
 /* Bytes usable at p: for the start of a block of a class page or a large
@@ -83,19 +88,26 @@ BRISK_INLINE size_t usable_size_inline(const void *p, brisk_fn_t fn) {
  * exactly when hardened_release_ok would find nothing to report and
  * nothing to reset; everything else takes it. fn is a constant at every
  * call site. */
-BRISK_INLINE bool hardened_release_checked(void *p, brisk_fn_t fn) {
+BRISK_INLINE bool hardened_release_checked(void *p, segment_t *seg, brisk_fn_t fn) {
   if (fn != FN_DELETE && fn != FN_DELETE_ARRAY) {
     page_t *pg;
-    const uint8_t *slot = hardened_kind_slot(p, &pg);
+    const uint8_t *slot = hardened_kind_slot_at(seg, p, &pg);
     if (BRISK_LIKELY(slot == NULL || *slot == KIND_MALLOC)) return true;
   }
   return hardened_release_ok(p, fn, false, 0, 0);
 }
 
 /* A release through fn: the hardened build first checks how the block was
- * allocated against fn. */
+ * allocated against fn, with the segment it looked up for that (bounds
+ * checked: a pointer past the registry, or NULL, takes free_raw's way). */
 BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
-  if (BRISK_HARDENED && p != NULL && !hardened_release_checked(p, fn)) return;
+  if (BRISK_HARDENED) {
+    segment_t *seg = registry_lookup((uintptr_t)p);
+    if (BRISK_LIKELY(seg != NULL)) {
+      if (hardened_release_checked(p, seg, fn)) free_at(p, seg, fn);
+      return;
+    }
+  }
   free_raw(p, fn);
 }
 

@@ -16,10 +16,11 @@ enum alloc_kind { KIND_MALLOC = 0, KIND_NEW = 1, KIND_NEW_ARRAY = 2 };
 
 /* The kind byte of the block at p and its page, or NULL when brisk keeps
  * none for it (not a block of an in-use span, memory brisk gave back, a
- * segment without the table). Inline: free's check reads it first. */
-BRISK_INLINE uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
+ * segment without the table). Inline: free's check reads it first.
+ * hardened_kind_slot_at: the same with p's segment looked up already
+ * (registry_lookup, bounds-checked). */
+BRISK_INLINE uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_t **pg_out) {
   uintptr_t a = (uintptr_t)p;
-  segment_t *seg = registry_lookup(a);
   if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
   page_t *pg = page_of(seg, a);
   if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
@@ -27,6 +28,9 @@ BRISK_INLINE uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
   if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
   if (seg->kinds == NULL) return NULL;
   return &seg->kinds[(a - (uintptr_t)seg) >> 4];
+}
+BRISK_INLINE uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
+  return hardened_kind_slot_at(registry_lookup((uintptr_t)p), p, pg_out);
 }
 
 /* Record that p (just allocated) came from operator new or new[]. */
