@@ -4,10 +4,10 @@
 
 #include "atomics.h"
 #include "background.h"
+#include "guarded.h"
 #include "heap.h"
 #include "huge.h"
 #include "platform.h"
-#include "guarded.h"
 #include "profile.h"
 #include "registry.h"
 #include "report.h"
