@@ -18,10 +18,11 @@
 
 enum {
   SLOT_FREE,  /* closed, in the FIFO of free slots */
-  SLOT_LIVE,  /* its block is the program's */
+  SLOT_TAKEN, /* out of the FIFO, being opened: its record is rewritten */
+  SLOT_LIVE,  /* its block is the program's (its record is set first) */
   SLOT_FREED, /* closed again, in the FIFO: a use after free is caught */
-  SLOT_SPENT, /* opened after a report (BRISK_GUARD_CONTINUE), or it could
-                 not be closed: never used again */
+  SLOT_SPENT, /* its block freed, but its pages could not be closed: never
+                 used again */
 };
 
 typedef struct {
@@ -32,6 +33,9 @@ typedef struct {
 
 typedef struct {
   _Atomic(uint32_t) state;
+  _Atomic(uint32_t) opened; /* a page of it was opened after a report
+                               (BRISK_GUARD_CONTINUE): never used again once
+                               its block, if any, is freed */
   uint32_t next;         /* in the FIFO */
   uintptr_t block;
   size_t size;
@@ -152,8 +156,10 @@ void *guarded_alloc(size_t size, size_t alignment) {
   }
   uint32_t i;
   do i = fifo_pop(); /* a slot opened after a report is dropped */
-  while (i != NO_SLOT && atomic_load_explicit(&slots[i].state, memory_order_relaxed) == SLOT_SPENT);
-  if (i != NO_SLOT) atomic_store_explicit(&slots[i].state, SLOT_LIVE, memory_order_relaxed);
+  while (i != NO_SLOT && atomic_load_explicit(&slots[i].opened, memory_order_relaxed));
+  /* Not LIVE until its record is the new block's: a stale free of the
+   * block the slot held before is then reported, never taken for this one. */
+  if (i != NO_SLOT) atomic_store_explicit(&slots[i].state, SLOT_TAKEN, memory_order_relaxed);
   lock_release(&lock);
   if (i == NO_SLOT) return NULL; /* every slot live: served as usual */
   slot_t *s = &slots[i];
@@ -185,6 +191,7 @@ void *guarded_alloc(size_t size, size_t alignment) {
   s->slack = under ? 0 : end - (block + size);
   memset((void *)(block + size), SLACK_BYTE, s->slack);
   stack_take(&s->alloc);
+  atomic_store_explicit(&s->state, SLOT_LIVE, memory_order_release);
   STAT_COUNT(guarded_allocs, 1);
   STAT_LEVEL(guarded_live, 1);
   return (void *)block;
@@ -237,7 +244,7 @@ static slot_t *live_slot(const void *p, const char *fn) {
 void guarded_free(void *p, const char *fn) {
   lock_acquire(&lock);
   slot_t *s = slot_of(p);
-  bool live = s != NULL && atomic_load_explicit(&s->state, memory_order_relaxed) == SLOT_LIVE &&
+  bool live = s != NULL && atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_LIVE &&
               s->block == (uintptr_t)p;
   if (live) atomic_store_explicit(&s->state, SLOT_FREED, memory_order_release);
   lock_release(&lock);
@@ -263,6 +270,7 @@ void guarded_free(void *p, const char *fn) {
     return;
   }
   os_purge((void *)s->open, s->open_bytes);
+  if (atomic_load_explicit(&s->opened, memory_order_relaxed)) return; /* not used again */
   lock_acquire(&lock);
   fifo_push((uint32_t)(s - slots));
   lock_release(&lock);
@@ -320,10 +328,10 @@ static bool on_fault(void *addr, int access) {
     print_stacks(s, freed);
   }
   if (!option_load(guard_continue)) return false; /* the process ends as it would have */
-  /* Opened for the program to go on: the page and the slots it touches are
-   * never guarded again. */
+  /* Opened for the program to go on: the slots the page and the block
+   * belong to are never used again (a live block is still freed as usual). */
   if (os_protect((void *)(a & ~(uintptr_t)(PAGE - 1)), PAGE, true) != 0) return false;
-  if (s != NULL) atomic_store_explicit(&s->state, SLOT_SPENT, memory_order_relaxed);
-  if (i < slot_count) atomic_store_explicit(&slots[i].state, SLOT_SPENT, memory_order_relaxed);
+  if (s != NULL) atomic_store_explicit(&s->opened, 1, memory_order_relaxed);
+  if (i < slot_count) atomic_store_explicit(&slots[i].opened, 1, memory_order_relaxed);
   return true;
 }

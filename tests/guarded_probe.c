@@ -113,6 +113,9 @@ int main(int argc, char **argv) {
     sink = p[3];
   } else if (strcmp(mode, "overflow") == 0) {
     p[48] = 1; /* the block ends 8 bytes short of the guard page (16-byte alignment) */
+  } else if (strcmp(mode, "overflow-then-free") == 0) {
+    p[48] = 1; /* with BRISK_GUARD_CONTINUE: reported once, then freed as usual */
+    free((void *)p);
   } else if (strcmp(mode, "overflow-slack") == 0) {
     p[40] = 1; /* into those 8 bytes: seen when the block is freed */
     free((void *)p);
@@ -122,7 +125,7 @@ int main(int argc, char **argv) {
     free((void *)p);
     free((void *)p);
   } else {
-    fprintf(stderr, "usage: guarded_probe ok|rate|use-after-free|use-after-free-read|overflow|overflow-slack|underflow|double-free|own-handler|runtime\n");
+    fprintf(stderr, "usage: guarded_probe ok|rate|use-after-free|use-after-free-read|overflow|overflow-then-free|overflow-slack|underflow|double-free|own-handler|runtime\n");
     return 2;
   }
   printf("survived\n");

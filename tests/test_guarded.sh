@@ -70,6 +70,12 @@ if [ "$rc" = 0 ] && grep -q "^brisk: error: use after free" <<<"$out" && grep -q
   echo "test_guarded: BRISK_GUARD_CONTINUE: reported, and the program went on"
 else fail "BRISK_GUARD_CONTINUE: status $rc"; echo "$out" | head; fi
 
+run BRISK_GUARD_RATE=1 BRISK_GUARD_CONTINUE=1 -- overflow-then-free
+if [ "$rc" = 0 ] && [ "$(grep -c '^brisk: error:' <<<"$out")" = 1 ] && grep -q "^brisk: error: heap overflow" <<<"$out" &&
+   grep -q survived <<<"$out"; then
+  echo "test_guarded: BRISK_GUARD_CONTINUE: an overflowed block is then freed without a second report"
+else fail "BRISK_GUARD_CONTINUE, overflow then free: status $rc"; echo "$out" | grep "brisk: error"; fi
+
 run BRISK_GUARD_RATE=0 -- runtime
 if [ "$rc" = 139 ] && grep -q "^brisk: error: use after free" <<<"$out"; then
   echo "test_guarded: switched on while running: reported"
