@@ -61,7 +61,7 @@ static bool huge_retain_allowed(size_t offset) {
 /* The hardened build keeps freed huge mappings closed (PROT_NONE past the
  * header's slice), so that a use after free of a huge block still faults,
  * and keeps no tail (its guard page ends the block's mapping). */
-static bool huge_close(segment_t *seg, bool accessible) {
+static bool huge_protect(segment_t *seg, bool accessible) {
   return os_protect((uint8_t *)seg + SLICE_SIZE, seg->mapped_size - SLICE_SIZE, accessible) == 0;
 }
 
@@ -236,7 +236,7 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   if (take == NULL) return NULL;
   /* Hardened: opened whole first (mremap needs one mapping of one kind);
    * its guard page is placed again by huge_alloc. */
-  if (BRISK_HARDENED && !huge_close(take, true)) {
+  if (BRISK_HARDENED && !huge_protect(take, true)) {
     huge_unmap(take);
     return NULL;
   }
@@ -262,7 +262,7 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
 static bool huge_cache_put(segment_t *seg) {
   size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
   if (!huge_retain_allowed(offset) || seg->mapped_size > HUGE_RETAIN_MAX) return false;
-  if (BRISK_HARDENED && !huge_close(seg, false)) return false;
+  if (BRISK_HARDENED && !huge_protect(seg, false)) return false;
   registry_set((uintptr_t)seg, seg->mapped_size, segment_marker(seg));
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   atomic_store_relaxed(&seg->owner_tid, 0);

@@ -91,25 +91,28 @@ static void emit(const char *prefix, const char *fmt, va_list ap) {
   os_write_stderr(line, total);
 }
 
-void report_error(const char *fmt, ...) {
+static void error_v(const char *fmt, va_list ap) {
   STAT_COUNT(errors, 1);
-  va_list ap;
-  va_start(ap, fmt);
   emit("brisk: error: ", fmt, ap);
-  va_end(ap);
-  if (atomic_load_explicit(&abort_on_error, memory_order_relaxed)) os_abort();
 }
 
 void report_error_only(const char *fmt, ...) {
-  STAT_COUNT(errors, 1);
   va_list ap;
   va_start(ap, fmt);
-  emit("brisk: error: ", fmt, ap);
+  error_v(fmt, ap);
   va_end(ap);
 }
 
 void report_abort_if_asked(void) {
   if (atomic_load_explicit(&abort_on_error, memory_order_relaxed)) os_abort();
+}
+
+void report_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  error_v(fmt, ap);
+  va_end(ap);
+  report_abort_if_asked();
 }
 
 void report_warning(const char *fmt, ...) {

@@ -64,13 +64,14 @@ expect_clean() {
   fi
 }
 
+# The bugs both checkers report (the leak only memcheck): mode, then what
+# each says.
+uaf_modes="use-after-free late-use-after-free heap-use-after-free"
 ran=0
 if [ -x "$bin/checker_probe_valgrind_for_valgrind" ]; then
   if command -v valgrind >/dev/null; then
     expect_clean valgrind
-    expect_report valgrind use-after-free "Invalid read of size 1"
-    expect_report valgrind late-use-after-free "Invalid read of size 1"
-    expect_report valgrind heap-use-after-free "Invalid read of size 1"
+    for m in $uaf_modes; do expect_report valgrind "$m" "Invalid read of size 1"; done
     expect_report valgrind overflow "Invalid write of size 1"
     expect_report valgrind underflow "1 bytes before a block of size 40"
     expect_report valgrind leak "definitely lost in loss record"
@@ -79,11 +80,7 @@ if [ -x "$bin/checker_probe_valgrind_for_valgrind" ]; then
 fi
 if [ -x "$bin/checker_probe_asan_for_asan" ]; then
   expect_clean asan
-  expect_report asan use-after-free "AddressSanitizer: use-after-poison"
-  expect_report asan late-use-after-free "AddressSanitizer: use-after-poison"
-  expect_report asan heap-use-after-free "AddressSanitizer: use-after-poison"
-  expect_report asan overflow "AddressSanitizer: use-after-poison"
-  expect_report asan underflow "AddressSanitizer: use-after-poison"
+  for m in $uaf_modes overflow underflow; do expect_report asan "$m" "AddressSanitizer: use-after-poison"; done
   ran=$((ran + 1))
 fi
 
