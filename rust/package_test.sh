@@ -25,7 +25,7 @@ for c in brisk-sys brisk; do
   test -f "$pkg/$c-0.1.0.crate" || { echo "package_test: FAIL: no $pkg/$c-0.1.0.crate" >&2; exit 1; }
 done
 listing=$(tar tzf "$pkg/brisk-sys-0.1.0.crate")
-if ! grep -q "/csrc/src/alloc.c$" <<<"$listing" || ! grep -q "/csrc/include/brisk.h$" <<<"$listing"; then
+if ! grep -q "/csrc/src/alloc/alloc.c$" <<<"$listing" || ! grep -q "/csrc/include/brisk.h$" <<<"$listing"; then
   echo "package_test: FAIL: the brisk-sys crate does not carry its C sources (csrc/src)" >&2; exit 1
 fi
 tmp=$(mktemp -d)

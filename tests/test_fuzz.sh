@@ -77,7 +77,7 @@ COMMON=(-g -O2 -fPIC -D_GNU_SOURCE -DBRISK_DEBUG_LEVEL=2 "-DBRISK_HARDENED=$HARD
   -fsanitize=fuzzer-no-link -Wno-unused-command-line-argument)
 mkdir -p "$W/obj"
 built_from_source=1
-for f in "$SRC"/src/*.c "$SRC"/src/*.cpp; do
+for f in "$SRC"/src/*/*.c "$SRC"/src/*/*.cpp; do
   [ -e "$f" ] || continue
   o="$W/obj/$(basename "$f").o"
   case "$f" in

@@ -4,9 +4,9 @@
 # BRISK_* variable from the caller leaks in):
 #   - no option: no output on stderr, program output unchanged
 #   - BRISK_SHOW_STATS=1 prints, at exit, a header and one line per
-#     statistic of src/counters.h with its value (and peak), then one per
-#     figure of src/stats.h (what brisk holds, the process); =0 prints nothing
-#   - BRISK_VERBOSE=1 prints one line per option of src/options.h with the
+#     statistic of src/base/counters.h with its value (and peak), then one per
+#     figure of src/runtime/stats.h (what brisk holds, the process); =0 prints nothing
+#   - BRISK_VERBOSE=1 prints one line per option of src/runtime/options.h with the
 #     value in force, and nothing else; =0 prints nothing
 #   - BRISK_SEGMENT_CACHE and BRISK_PURGE_DELAY change what a program keeps
 #     after freeing a 256 MiB burst (tests/memory_probe.c)
@@ -49,14 +49,14 @@ if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISKY=1 (not a BRISK_ name)" "
 else ok "BRISKY=1 is not reported"; fi
 
 # --- BRISK_SHOW_STATS -------------------------------------------------------
-# The statistics' names and kinds, from their one list (src/counters.h).
+# The statistics' names and kinds, from their one list (src/base/counters.h).
 src=${BRISKTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-stat_fields=$(sed -n 's/^ *X(\([a-z_]*\), \(COUNT\|LEVEL\),.*/\1 \2/p' "$src/src/counters.h")
-[ -n "$stat_fields" ] || { echo "[options] FAILED: no statistics found in src/counters.h"; exit 1; }
-# Then the walked figures and the process's (src/stats.h), printed as counts.
+stat_fields=$(sed -n 's/^ *X(\([a-z_]*\), \(COUNT\|LEVEL\),.*/\1 \2/p' "$src/src/base/counters.h")
+[ -n "$stat_fields" ] || { echo "[options] FAILED: no statistics found in src/base/counters.h"; exit 1; }
+# Then the walked figures and the process's (src/runtime/stats.h), printed as counts.
 extra_fields=$(sed -n -e '/define BRISK_USAGE_FIELDS/,/^$/s/^ *X(\([a-z_]*\), ".*/\1 COUNT/p' \
-                      -e '/define BRISK_PROCESS_FIELDS/,/^$/s/^ *X(\([a-z_]*\), [a-z_]*, ".*/\1 COUNT/p' "$src/src/stats.h")
-[ "$(echo "$extra_fields" | wc -l)" -ge 9 ] || { echo "[options] FAILED: the figures of src/stats.h not found"; exit 1; }
+                      -e '/define BRISK_PROCESS_FIELDS/,/^$/s/^ *X(\([a-z_]*\), [a-z_]*, ".*/\1 COUNT/p' "$src/src/runtime/stats.h")
+[ "$(echo "$extra_fields" | wc -l)" -ge 9 ] || { echo "[options] FAILED: the figures of src/runtime/stats.h not found"; exit 1; }
 stat_fields=$(printf '%s\n%s\n' "$stat_fields" "$extra_fields")
 
 # check_stats NAME: stderr is the header and exactly one well-formed line per
@@ -72,7 +72,7 @@ check_stats() {
         awk '$2 == "LEVEL" && $4 + 0 < $3 + 0 { print "peak below value: " $0; next }
              $2 == "LEVEL" || $2 == "COUNT" { print $1 " " $2; next } { print }')
   if [ "$got" != "$want" ]; then
-    bad "$1" "the statistics are not one line per field of src/counters.h"
+    bad "$1" "the statistics are not one line per field of src/base/counters.h"
     diff <(echo "$want") <(echo "$got") | head -10 | sed 's/^/      /'
     return
   fi
@@ -101,9 +101,9 @@ if [ $rc -ne 0 ] || [ -s "$tmp/err" ]; then bad "BRISK_SHOW_STATS=0" "rc=$rc, ex
 else ok "BRISK_SHOW_STATS=0 prints nothing"; fi
 
 # --- BRISK_VERBOSE ------------------------------------------------------------
-# Every option of the table (src/options.h), once, with the value in force.
-options=$(sed -n 's/^ *X([a-z_]*, \([A-Z_]*\),.*/\1/p' "$src/src/options.h")
-[ -n "$options" ] || { echo "[options] FAILED: no options found in src/options.h"; exit 1; }
+# Every option of the table (src/runtime/options.h), once, with the value in force.
+options=$(sed -n 's/^ *X([a-z_]*, \([A-Z_]*\),.*/\1/p' "$src/src/runtime/options.h")
+[ -n "$options" ] || { echo "[options] FAILED: no options found in src/runtime/options.h"; exit 1; }
 run BRISK_VERBOSE=1 BRISK_PURGE_DELAY=7 BRISK_SEGMENT_CACHE=3 BRISK_ON_ERROR=abort -- ls /
 if [ $rc -ne 0 ]; then bad "BRISK_VERBOSE=1" "ls exited $rc"; show
 elif ! cmp -s "$tmp/out" "$tmp/ls.ref"; then bad "BRISK_VERBOSE=1" "ls output changed"

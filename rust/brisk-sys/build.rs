@@ -5,11 +5,12 @@
 //! `scripts/crate_sources.sh` before packaging). Linux on x86-64 and
 //! aarch64 only: anywhere else the build stops with a message saying so.
 //!
-//! Left out by default: `src/override.c` (the standard malloc family),
-//! `src/extras.c` (glibc's extras: `malloc_trim`, `mallinfo2`, `mallopt`,
-//! ...), `src/override_new.c` and `src/new_handler.cpp` (C++ operator new
-//! and delete). A Rust program picks brisk with `#[global_allocator]`; the
-//! `override` feature adds `src/override.c` and `src/extras.c` and links the
+//! Left out by default: `src/api/override.c` (the standard malloc family),
+//! `src/api/extras.c` (glibc's extras: `malloc_trim`, `mallinfo2`,
+//! `mallopt`, ...), `src/api/override_new.c` and `src/api/new_handler.cpp`
+//! (C++ operator new and delete). A Rust program picks brisk with
+//! `#[global_allocator]`; the `override` feature adds `override.c` and
+//! `extras.c` and links the
 //! whole archive, so that `malloc` and friends of the whole process are
 //! brisk's. The `valgrind` and `asan` features build brisk for a memory
 //! checker (`-DBRISK_VALGRIND=1`, `-DBRISK_ASAN=1`).
@@ -19,7 +20,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Files of `src/` that define the standard allocation symbols.
+/// Files of `src/api/` that define the standard allocation symbols.
 const OVERRIDE_ONLY: &[&str] = &["override.c", "extras.c", "override_new.c"];
 
 fn main() {
@@ -35,7 +36,7 @@ fn main() {
     let repo = manifest.join("..").join("..");
     // Inside the repository: this crate is its rust/brisk-sys.
     let root = if repo.join("rust").join("brisk-sys").join("build.rs").is_file()
-        && repo.join("src").join("alloc.c").is_file()
+        && repo.join("src").join("alloc").join("alloc.c").is_file()
     {
         repo
     } else {
@@ -65,8 +66,8 @@ fn main() {
 
     let mut sources = c_sources(&src);
     if override_malloc {
-        sources.push(src.join("override.c"));
-        sources.push(src.join("extras.c"));
+        sources.push(src.join("api").join("override.c"));
+        sources.push(src.join("api").join("extras.c"));
     }
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());
@@ -95,7 +96,7 @@ fn main() {
     if hardened {
         build.define("BRISK_HARDENED", "1");
     }
-    // The builds for memory checkers (src/checker.h): every block told to
+    // The builds for memory checkers (src/os/checker.h): every block told to
     // valgrind's memcheck, or poisoned for AddressSanitizer, with red
     // zones; brisk's own code is never instrumented.
     if valgrind {
@@ -157,11 +158,19 @@ fn run(cmd: &mut Command) {
     assert!(status.success(), "brisk-sys: {cmd:?} failed: {status}");
 }
 
-/// Every `*.c` file of `src/` except the override files, sorted.
+/// Every `*.c` file of `src/`'s layer folders except the override files,
+/// sorted.
 fn c_sources(src: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(src)
         .unwrap_or_else(|e| panic!("reading {}: {e}", src.display()))
         .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.is_dir())
+        .flat_map(|dir| {
+            fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+                .map(|entry| entry.expect("directory entry").path())
+                .collect::<Vec<_>>()
+        })
         .filter(|p| p.extension().is_some_and(|e| e == "c"))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");

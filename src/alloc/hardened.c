@@ -1,0 +1,95 @@
+#include "alloc/hardened.h"
+
+#include "base/atomics.h"
+#include "heaps/block.h"
+#include "heaps/page.h"
+#include "os/platform.h"
+#include "runtime/report.h"
+#include "segments/registry.h"
+#include "segments/size_class.h"
+
+static const char *const kind_names[] = {"malloc", "operator new", "operator new[]"};
+
+void hardened_mark(void *p, enum alloc_kind kind) {
+  page_t *pg;
+  uint8_t *slot = p ? hardened_kind_slot(p, &pg) : NULL;
+  if (slot != NULL) *slot = (uint8_t)kind;
+}
+
+static enum alloc_kind expected_kind(brisk_fn_t fn) {
+  switch (fn) {
+    case FN_DELETE:
+    case FN_DELETE_SIZED: return KIND_NEW;
+    case FN_DELETE_ARRAY:
+    case FN_DELETE_ARRAY_SIZED: return KIND_NEW_ARRAY;
+    default: return KIND_MALLOC;
+  }
+}
+
+/* Could a request of `size` bytes (aligned to `alignment` if over 16) have
+ * been served from class c? Without the alignment (a sized delete that does
+ * not name it), any over-alignment that leads to c will do. */
+static bool class_explains(size_t size, size_t alignment, unsigned c) {
+  size_t n = size == 0 ? 1 : size;
+  if (alignment > 16) return size_to_class((n + alignment - 1) & ~(alignment - 1)) == c;
+  if (size_to_class(size) == c) return true;
+  for (size_t al = 32; al <= SLICE_SIZE; al <<= 1) {
+    size_t r = (n + al - 1) & ~(al - 1);
+    if (r <= MEDIUM_MAX && size_to_class(r) == c) return true;
+  }
+  return false;
+}
+
+bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t alignment) {
+  page_t *pg = NULL;
+  uint8_t *slot = hardened_kind_slot(p, &pg);
+  if (slot == NULL) return true; /* not a block: the ordinary checks report it */
+  enum alloc_kind want = expected_kind(fn);
+  /* A block whose first word decodes as a free-list link and whose kind is
+   * malloc's may have been freed already (every release resets the kind):
+   * the ordinary checks tell a double free from a live block whose data
+   * looks so. Only a release that expects another kind needs to know which
+   * (a double delete, or delete of a live malloc block), and only the owner
+   * may walk the page's lists to find out. Any other kind means a live
+   * block, whatever its data: checked, and reset, below. */
+  if (pg->size_class != 0 && *slot == KIND_MALLOC && block_looks_free((const block_t *)p)) {
+    if (want == KIND_MALLOC ||
+        atomic_load_relaxed(&segment_of_page(pg)->owner_tid) != os_thread_id() ||
+        page_lists_contain(pg, (const block_t *)p))
+      return true;
+  }
+  if (*slot != want && *slot <= KIND_NEW_ARRAY) {
+    report_error("%s(%p): mismatched release: the block was allocated by %s", fn_name(fn), p,
+                 kind_names[*slot]);
+    return false;
+  }
+  if (sized) {
+    size_t usable = page_usable_size(pg);
+    /* As alloc_aligned rounded it: sizes of over-aligned blocks go up to a
+     * multiple of the alignment. */
+    size_t rounded = size;
+    if (alignment > 16) {
+      rounded = size == 0 ? 1 : size;
+      rounded = (rounded + alignment - 1) & ~(alignment - 1);
+    }
+    bool exact = fn == FN_DELETE_SIZED || fn == FN_DELETE_ARRAY_SIZED;
+    bool wrong = rounded > usable;
+    /* C++ sized delete must pass the size given to new: it maps to the
+     * block's class. free_sized may pass any size up to the usable one. */
+    if (exact && !wrong) {
+      if (pg->size_class != 0) wrong = !class_explains(size, alignment, pg->size_class);
+      else if (pg->prof_slot != 0) wrong = false; /* sampled by the profiler: any size */
+      else wrong = rounded <= MEDIUM_MAX || usable - rounded >= SLICE_SIZE + HARDENED_GUARD;
+    }
+    if (wrong) {
+      report_error("%s(%p): size %zu given to a sized release does not match the block (size class %zu)",
+                   fn_name(fn), p, size, usable);
+      return false;
+    }
+  }
+  /* Written only when it changes: most blocks are malloc's, and a store to
+   * a page of the table never written faults it in (and, with other
+   * threads running, shoots down their TLB entries for the zero page). */
+  if (*slot != KIND_MALLOC) *slot = KIND_MALLOC;
+  return true;
+}

@@ -1,0 +1,44 @@
+/* Checks of the hardened build (libbrisk-hardened.so): how each block was
+ * allocated (malloc, operator new, operator new[]) against how it is
+ * released, and the size given to a sized release. In the default build
+ * BRISK_HARDENED is 0 and the callers' `if (BRISK_HARDENED)` removes them. */
+#ifndef BRISK_HARDENED_H
+#define BRISK_HARDENED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "alloc/free.h"
+#include "segments/layout.h"
+#include "segments/registry.h"
+
+enum alloc_kind { KIND_MALLOC = 0, KIND_NEW = 1, KIND_NEW_ARRAY = 2 };
+
+/* The kind byte of the block at p and its page, or NULL when brisk keeps
+ * none for it (not a block of an in-use span, memory brisk gave back, a
+ * segment without the table). Inline: free's check reads it first.
+ * hardened_kind_slot_at: the same with p's segment looked up already
+ * (registry_lookup, bounds-checked). */
+BRISK_INLINE uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_t **pg_out) {
+  uintptr_t a = (uintptr_t)p;
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
+  page_t *pg = page_of(seg, a);
+  if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
+  *pg_out = pg;
+  if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
+  if (seg->kinds == NULL) return NULL;
+  return &seg->kinds[(a - (uintptr_t)seg) >> 4];
+}
+BRISK_INLINE uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
+  return hardened_kind_slot_at(registry_lookup((uintptr_t)p), p, pg_out);
+}
+
+/* Record that p (just allocated) came from operator new or new[]. */
+BRISK_INTERNAL void hardened_mark(void *p, enum alloc_kind kind);
+/* May p be released through fn (with `size` when sized, rounded up to
+ * `alignment`)? Reports and returns false when not; on success the block's
+ * kind is reset for its next life. */
+BRISK_INTERNAL bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size,
+                                        size_t alignment) BRISK_NOINLINE;
+
+#endif

@@ -1,0 +1,3 @@
+#include "base/counters.h"
+
+brisk_stats_t brisk_stats;

@@ -1,3 +1,0 @@
-#include "counters.h"
-
-brisk_stats_t brisk_stats;

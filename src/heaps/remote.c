@@ -1,0 +1,222 @@
+/* Frees from other threads, the protocol's core: a batch handed over
+ * to its heap's inbox (inbox_push), and the owner's take-back of its inbox
+ * and of what the background thread parked (heap_drain_inbox). A free's
+ * entry, which finds the block and its slot, is free.c's; the protocol
+ * and its invariants are DESIGN.md's, "Threads and ownership". */
+#include "heaps/remote.h"
+
+#include <string.h>
+
+#include "base/atomics.h"
+#include "base/counters.h"
+#include "heaps/local_free.h"
+#include "heaps/park.h"
+#include "runtime/background.h"
+#include "runtime/report.h"
+#include "segments/registry.h"
+
+/* What inbox_push did: dropped the batch (dst's generation moved on),
+ * pushed it, or pushed it into an empty inbox. */
+enum { PUSH_DROPPED = 0, PUSH_DONE = 1, PUSH_FIRST = 2 };
+
+static int inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
+  /* Counted in before the first load: a destruction that exchanged the
+   * inbox before it is seen (the tag moved on), one after it waits for us
+   * before the tail's memory can go (heap_destroy). */
+  atomic_fetch_add(&dst->pushers, 1);
+  uintptr_t old = atomic_load(&dst->inbox);
+  uintptr_t tag = (uintptr_t)(gen & INBOX_GEN_MASK) << INBOX_GEN_SHIFT;
+  do {
+    if ((old & ~INBOX_PTR_MASK) != tag) {
+      atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
+      return PUSH_DROPPED;
+    }
+    /* keep the tail's suspect bit */
+    block_set_remote_next(tail, (block_t *)(old & INBOX_PTR_MASK),
+                          (block_remote_link(tail) & REMOTE_LINK_SUSPECT) != 0);
+  } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
+  atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
+  STAT_COUNT(remote_batches, 1);
+  return (old & INBOX_PTR_MASK) == 0 ? PUSH_FIRST : PUSH_DONE;
+}
+
+/* After a push: a heap without a thread is served now, so that its memory
+ * does not pile up; the first batch since an owner (or the thread serving
+ * the heap) last took the inbox in is watched, so that it is not kept for
+ * good if nobody comes by (park.h). */
+static void inbox_pushed(heap_t *dst, int pushed) {
+  if (pushed == PUSH_DROPPED) return;
+  if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED && heap_serve_abandoned(dst)) return;
+  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) {
+    park_watch(dst);
+    /* The background thread may not run yet, and the threads on either
+     * side may call brisk no more: start it now (no lock is held here). */
+    background_poll();
+  }
+}
+
+void heap_outbox_flush_slot(outbox_slot_t *slot) {
+  if (slot->count == 0) return;
+  heap_t *dst = slot->dst;
+  STAT_COUNT(remote_frees, slot->count);
+  int pushed = inbox_push(dst, slot->generation, slot->head, slot->tail);
+  slot->head = slot->tail = NULL;
+  slot->count = 0;
+  inbox_pushed(dst, pushed);
+}
+
+void heap_outbox_retarget(outbox_slot_t *slot, heap_t *dst, uint32_t gen) {
+  heap_outbox_flush_slot(slot);
+  slot->dst = dst;
+  slot->generation = gen;
+}
+
+void heap_flush_outbox(heap_t *h) {
+  if (h->outbox_pending == 0) return;
+  for (size_t i = 0; i < OUTBOX_SLOTS; i++) heap_outbox_flush_slot(&h->outbox[i]);
+  h->outbox_pending = 0;
+}
+
+void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b) {
+  STAT_COUNT(remote_frees, 1);
+  block_set_remote_next(b, NULL, block_looks_free(b));
+  block_set_remote_skip(b, NULL);
+  inbox_pushed(dst, inbox_push(dst, gen, b, b));
+}
+
+/* The page of `b` if b could be the next block of a chain bound for h;
+ * NULL if it could not. */
+BRISK_INLINE page_t *remote_link_page(heap_t *h, block_t *b) {
+  if (((uintptr_t)b & 15) != 0) return NULL;
+  segment_t *seg = registry_lookup((uintptr_t)b);
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
+  if (atomic_load_relaxed(&seg->heap) != h) return NULL;
+  page_t *pg = page_of(seg, (uintptr_t)b);
+  if (!(pg->flags & PAGE_IN_USE)) return NULL;
+  if (pg->flags & (PAGE_LARGE | PAGE_HUGE)) return (uint8_t *)b == pg->start ? pg : NULL;
+  return page_holds_block_inline(pg, b) ? pg : NULL;
+}
+
+static void drain_chain(heap_t *h, block_t *b);
+#define DRAIN_PAGES 32
+
+/* A parked block back to its page, checked as a chain's link is. */
+static void drain_parked_block(heap_t *h, uintptr_t e) {
+  block_t *b = (block_t *)(e & ~REMOTE_LINK_SUSPECT);
+  page_t *pg = remote_link_page(h, b);
+  if (pg == NULL) {
+    report_error("free(%p): a block freed by another thread was freed again before its owner took it back "
+                 "(double free?)", (void *)b);
+  } else if ((e & REMOTE_LINK_SUSPECT) && page_lists_contain(pg, b)) {
+    report_error("free(%p): double free (size class %zu), the second from another thread", (void *)b,
+                 (size_t)pg->block_size);
+  } else {
+    free_local(pg, b);
+  }
+}
+
+/* The arrays the background thread parked (park.h): blocks of this life
+ * of the heap are freed, those of a destroyed one dropped. */
+static BRISK_NOINLINE void drain_parked(heap_t *h) {
+  park_t *k = park_take(h);
+  uint32_t tag = (uint32_t)(atomic_load_relaxed(&h->inbox) >> INBOX_GEN_SHIFT);
+  while (k != NULL) {
+    park_t *next = k->next;
+    if (k->tag == tag) {
+      for (size_t i = 0; i < k->count;) {
+        uintptr_t first = k->entries[i++], n = 1;
+        if (first & PARK_RUN) n = k->entries[i++];
+        first &= ~PARK_RUN;
+        page_t *pg = remote_link_page(h, (block_t *)(first & ~REMOTE_LINK_SUSPECT));
+        size_t step = pg != NULL ? pg->block_size : 0;
+        for (uintptr_t j = 0; j < n && (j == 0 || pg != NULL); j++) drain_parked_block(h, first + j * step);
+      }
+      /* The rest starts at a link the walk did not take: a block of
+       * another kind, or a link written after the free. */
+      if (k->rest != NULL && remote_link_page(h, k->rest) == NULL)
+        report_error("free(%p): a block freed by another thread was freed again or written "
+                     "before its owner took it back (double free?)", (void *)k->rest_from);
+      else if (k->rest != NULL)
+        drain_chain(h, k->rest);
+    }
+    park_release(k);
+    k = next;
+  }
+}
+
+void heap_drain_inbox(heap_t *h) {
+  if (BRISK_UNLIKELY(atomic_load_relaxed(&h->parked) != NULL)) drain_parked(h);
+  uintptr_t v = atomic_load_relaxed(&h->inbox);
+  if ((v & INBOX_PTR_MASK) == 0) return;
+  v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
+  block_t *b = (block_t *)(v & INBOX_PTR_MASK);
+  if (b == NULL) return;
+  drain_chain(h, b);
+}
+
+static void drain_chain(heap_t *h, block_t *b) {
+  /* The head was checked by the thread that freed it (or, past a parked
+   * array, by the background thread). The registry, not
+   * the address mask: a huge block aligned to 4 MiB or more starts past
+   * the first 4 MiB of its mapping. */
+  page_t *pg = page_of(registry_lookup((uintptr_t)b), (uintptr_t)b);
+  /* The class pages this drain found, by slice: a chain of mixed classes
+   * returns to a few pages in turn. */
+  page_t *seen[DRAIN_PAGES] = {0};
+  uint32_t retires = h->page_retires;
+  while (b != NULL) {
+    __builtin_prefetch(block_remote_skip(b), 1);
+    uintptr_t link = block_remote_link(b);
+    block_t *next = (block_t *)(link & ~REMOTE_LINK_SUSPECT);
+    page_t *next_pg = pg;
+    /* Blocks freed one after another often share a page, or return to
+     * one this drain found: then the block index alone says whether the
+     * link is one of its blocks (such a page stays in use while `next` is
+     * not yet freed). The pages found are forgotten once the drain has
+     * retired a page: its segment may be empty since, and unmapped by
+     * anyone (with no segment cache, at once). */
+    if (next != NULL && ((pg->flags & (PAGE_LARGE | PAGE_HUGE)) ||
+                         !page_holds_block_inline(pg, next))) {
+      if (BRISK_UNLIKELY(h->page_retires != retires)) {
+        memset(seen, 0, sizeof(seen));
+        retires = h->page_retires;
+      }
+      page_t **seen_at = &seen[((uintptr_t)next >> SLICE_SHIFT) % DRAIN_PAGES];
+      next_pg = *seen_at;
+      if (next_pg == NULL || !page_holds_block_inline(next_pg, next)) {
+        next_pg = remote_link_page(h, next);
+        if (next_pg != NULL && !(next_pg->flags & (PAGE_LARGE | PAGE_HUGE))) *seen_at = next_pg;
+      }
+      if (next_pg == NULL) {
+        /* Its link is no chain link any more: the block was freed again (or
+         * written) after another thread had freed it. Leave it and the rest
+         * of the chain alone rather than free a block twice. */
+        report_error("free(%p): a block freed by another thread was freed again or written "
+                     "before its owner took it back (double free?)", (void *)b);
+        return;
+      }
+    }
+    if (BRISK_UNLIKELY(link & REMOTE_LINK_SUSPECT) && page_lists_contain(pg, b)) {
+      report_error("free(%p): double free (size class %zu), the second from another thread",
+                   (void *)b, (size_t)pg->block_size);
+    } else {
+      free_local(pg, b);
+    }
+    b = next;
+    pg = next_pg;
+  }
+}
+
+/* A freeing thread takes an abandoned heap for a moment to take in its
+ * inbox and give back what became empty. */
+bool heap_serve_abandoned(heap_t *dst) {
+  int expected = HEAP_ABANDONED;
+  if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return false;
+  heap_drain_inbox(dst);
+  class_cache_flush(dst);
+  heap_retire_empty_heads(dst);
+  segment_set_purge(&dst->segments, false);
+  atomic_store_release(&dst->state, HEAP_ABANDONED);
+  return true;
+}
+

@@ -1,0 +1,51 @@
+/* Frees from other threads (remote.c): the freeing thread's outbox and
+ * its handover to the block's heap, the owner's take-back. Calls only
+ * into pages, segments and parking. */
+#ifndef BRISK_REMOTE_H
+#define BRISK_REMOTE_H
+
+#include "heaps/heap_types.h"
+#include "heaps/page.h"
+
+/* The owner (or the thread serving an abandoned heap) takes its inbox and
+ * the parked arrays in: every block back to its page, each link checked. */
+BRISK_INTERNAL void heap_drain_inbox(heap_t *h);
+/* A free from a thread without a heap (it is exiting): the block is
+ * handed to dst at once. gen is the life of dst the block is of (its
+ * segment's heap_generation). */
+BRISK_INTERNAL void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *b);
+/* Hand the slot's batch over to its heap and empty it. */
+BRISK_INTERNAL void heap_outbox_flush_slot(outbox_slot_t *slot);
+
+/* The outbox slot of `me` for blocks bound for dst. */
+BRISK_INLINE outbox_slot_t *heap_outbox_slot(heap_t *me, const heap_t *dst) {
+  return &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];
+}
+
+/* A free from a thread that does not own the block's heap, once me's slot
+ * for the block's heap collects the block's life of it
+ * (heap_outbox_retarget): the block joins the batch. urgent (a large or
+ * medium block) hands the batch over now. */
+BRISK_INLINE void heap_remote_free(heap_t *me, outbox_slot_t *slot, block_t *b, bool urgent) {
+  /* Already on a list of its page? Only the owner may look; tell it. */
+  block_set_remote_next(b, slot->head, block_looks_free(b));
+  block_t **recent = &slot->recent[slot->count % REMOTE_SKIP];
+  block_set_remote_skip(b, slot->count >= REMOTE_SKIP ? *recent : NULL);
+  *recent = b;
+  slot->head = b;
+  if (slot->count++ == 0) {
+    slot->tail = b;
+    me->outbox_pending = 1;
+  }
+  if (BRISK_UNLIKELY(slot->count >= OUTBOX_BATCH || urgent)) heap_outbox_flush_slot(slot);
+}
+/* Point a slot at generation gen of dst, handing over the batch it held (a
+ * batch for a destroyed generation of its heap is dropped at the push). */
+BRISK_INTERNAL void heap_outbox_retarget(outbox_slot_t *slot, heap_t *dst, uint32_t gen);
+BRISK_INTERNAL void heap_flush_outbox(heap_t *h);
+/* A freeing thread, or the background round, takes an abandoned heap
+ * for a moment (ABANDONED -> BUSY -> ABANDONED) to take its inbox in and
+ * give back what became empty; false: another thread has it. */
+BRISK_INTERNAL bool heap_serve_abandoned(heap_t *dst);
+
+#endif
