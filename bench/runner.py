@@ -38,14 +38,16 @@ PEER_PACKAGES = {name: pkg for name, _, pkg in PEERS if pkg}
 # The newest releases, which Debian does not package, built from source
 # (see docs/BENCHMARKS.md for how): name, library file, release. They are
 # looked for in the directories of BRISK_PEER_DIR (colon-separated), then in
-# shared/peers beside the checkout; those found join the standard set.
+# shared/peers beside the checkout, then in the cache folder shared/peers/
+# build.sh builds into; those found join the standard set.
 # The secure builds are known by name but run only when asked for.
 BUILT_PEERS = [
-    ("mimalloc3", "libmimalloc3.so", "mimalloc v3.4.3", True),
-    ("snmalloc", "libsnmalloc.so", "snmalloc 0.7.5", True),
-    ("rpmalloc", "librpmalloc.so", "rpmalloc 2.0.1", True),
-    ("mimalloc3-secure", "libmimalloc3-secure.so", "mimalloc v3.4.3, secure build", False),
-    ("snmalloc-checks", "libsnmalloc-checks.so", "snmalloc 0.7.5, checked build", False),
+    ("mimalloc3", "libmimalloc3.so", "mimalloc 3.3.2", True),
+    ("snmalloc", "libsnmalloc.so", "snmalloc 0.7.5 (git f126f1c9)", True),
+    ("rpmalloc", "librpmalloc-1.4.3.so", "rpmalloc 1.4.3", True),
+    ("mimalloc3-secure", "libmimalloc3-secure.so", "mimalloc 3.3.2, secure build", False),
+    ("snmalloc-checks", "libsnmalloc-checks.so", "snmalloc 0.7.5 (git f126f1c9), checked build",
+     False),
 ]
 BUILT_RELEASE = {name: release for name, _, release, _ in BUILT_PEERS}
 
@@ -53,6 +55,9 @@ BUILT_RELEASE = {name: release for name, _, release, _ in BUILT_PEERS}
 def peer_dirs():
     dirs = [d for d in os.environ.get("BRISK_PEER_DIR", "").split(":") if d]
     dirs.append(os.path.join(os.path.dirname(ROOT), "shared", "peers"))
+    # where shared/peers/build.sh puts them by default
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    dirs.append(os.path.join(cache, "brisk-peers"))
     return dirs
 
 

@@ -2,7 +2,7 @@
 """brisk's messaging benchmark: the libzmq matrix over allocators.
 
     python3 bench/zmq_matrix.py --quick            # 8 cells, brisk, glibc, A/A: about 40 s
-    python3 bench/zmq_matrix.py --full             # every cell, every peer, 10 runs
+    python3 bench/zmq_matrix.py --full             # the whole matrix within the hour
     python3 bench/zmq_matrix.py --io 1 --runs 3 --alloc brisk,glibc,mimalloc
     python3 bench/zmq_matrix.py --only router_router/tcp,pair/inproc/64 --alloc brisk,glibc
     python3 bench/zmq_matrix.py --alloc brisk,glibc,mimalloc3=/path/libmimalloc3.so
@@ -33,7 +33,7 @@ Output: a markdown summary on stdout, and under bench/out/ (or
 run), <stem>.json (everything). --from-json FILE re-reads a <stem>.json and
 prints its summary again without running anything.
 
-The full matrix takes hours; it can be run in sittings. Every run is
+Any plan can be run in sittings. Every run is
 appended to <stem>.journal as it ends (one JSON line; the first line holds
 the plan: cells, allocators, settings and the sha256 of every library and of
 bench_zmq). --stop-after MINUTES ends a sitting at the next cell boundary;
@@ -62,7 +62,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from runner import (  # noqa: E402  (run as a script)
-    Child, child_env, failure_text, make_aa, parse_output, resolve_allocators, snapshot)
+    Child, child_env, failure_text, find_built_peer, make_aa, parse_output, resolve_allocators,
+    snapshot)
 
 KINDS = ["thr", "lat"]
 PATTERNS = ["pair", "pubsub", "dealer_dealer", "dealer_router", "router_router",
@@ -84,12 +85,31 @@ QUICK_CELLS = [
     "lat.router_router.inproc.64.io1",
 ]
 
+# Two I/O threads on a subset: every pattern, the ipc and tcp transports
+# (inproc uses no I/O thread), a small and a large size, both kinds.
+IO2_CELLS = ["%s.%s.%s.%d.io2" % (k, p, t, s) for k in KINDS for p, t, s in [
+    ("pair", "tcp", 64), ("pair", "ipc", 65536),
+    ("pubsub", "ipc", 1024), ("pubsub", "tcp", 262144),
+    ("dealer_dealer", "tcp", 256), ("dealer_dealer", "ipc", 131072),
+    ("dealer_router", "tcp", 64), ("dealer_router", "ipc", 262144),
+    ("router_router", "ipc", 1024), ("router_router_poll", "tcp", 65536),
+    ("pushpull", "tcp", 1024), ("pushpull", "ipc", 131072)]]
+
 TIERS = {  # runs, warm-up s, timed s
     "quick": {"runs": 3, "warmup": 0.2, "secs": 0.3},
     "default": {"runs": 5, "warmup": 0.3, "secs": 0.6},
-    "full": {"runs": 10, "warmup": 0.3, "secs": 0.6},
+    # every io1 cell and IO2_CELLS, 5 runs of 6 allocators: within the
+    # hour on 2 cores. A longer timed part does not make the A/A spread
+    # smaller here (median over ten cells: 4.1% at 0.1 + 0.25 s, 4.2 and
+    # 8.2% at 0.15 + 0.4 s, 8.6% at 0.3 + 0.6 s; docs/BENCHMARKS.md,
+    # "Messaging"): the runs go to more runs per cell instead.
+    "full": {"runs": 5, "warmup": 0.1, "secs": 0.25},
 }
-START_COST = 0.06  # seconds a cell's process takes besides its warm-up and timed phase
+# The full tier's allocators unless --alloc names others: brisk, glibc, the
+# two peers that lead libzmq's own throughput tools (Debian's tcmalloc and
+# mimalloc 2.0.9), and mimalloc v3 when it is built (runner.BUILT_PEERS).
+FULL_ALLOCATORS = "brisk,glibc,tcmalloc,mimalloc"
+START_COST = 0.015  # seconds a cell's process takes besides its warm-up and timed phase
 
 REF = "brisk"
 BASE = "glibc"
@@ -101,6 +121,11 @@ BASE = "glibc"
 def all_cells():
     return ["%s.%s.%s.%d.io%d" % (k, p, t, s, io)
             for k in KINDS for p in PATTERNS for t in TRANSPORTS for s in SIZES for io in IOS]
+
+
+def full_cells():
+    """Every cell with one I/O thread, then IO2_CELLS."""
+    return [c for c in all_cells() if c.endswith(".io1")] + list(IO2_CELLS)
 
 
 def parse_cell(name):
@@ -129,7 +154,8 @@ def _match_term(term, name):
 
 
 def select_cells(tier, only=None, ios=None):
-    cells = list(QUICK_CELLS) if tier == "quick" and not only else all_cells()
+    cells = (list(QUICK_CELLS) if tier == "quick" and not only
+             else full_cells() if tier == "full" and not only else all_cells())
     if only:
         terms = [t.strip() for t in only.split(",") if t.strip()]
         cells = [c for c in cells if any(_match_term(t, c) for t in terms)]
@@ -176,22 +202,29 @@ def value_of(rec):
     return rec.get("p50_us") if parse_cell(rec["cell"])["kind"] == "lat" else rec.get("msgs_s")
 
 
-def cell_stats(records, cells, names):
-    """{(cell, alloc): medians, spread, run count} over the ok runs."""
+def cell_stats(records, cells, names, modes=None):
+    """{(cell, alloc): medians, spread, run count} over the ok runs. In a
+    cell with two modes (mode_splits) value and spread are over the runs
+    in the cell's mode (all its runs for an allocator with none there);
+    value_all is the median of every run."""
     out = {}
+    modes = modes or {}
     for c in cells:
         kind = parse_cell(c)["kind"]
         for a in names:
             rs = [r for r in records if r["cell"] == c and r["alloc"] == a]
             ok = [r for r in rs if r.get("ok")]
-            vals = [value_of(r) for r in ok if value_of(r) is not None]
+            every = [value_of(r) for r in ok if value_of(r) is not None]
+            vals = every
+            if c in modes:
+                vals = [v for v in every if in_mode(modes[c], v)] or every
 
             def med(key):
                 return median([r[key] for r in ok if r.get(key) is not None])
             out[(c, a)] = {
                 "cell": c, "alloc": a, "kind": kind, "runs": len(rs), "ok": len(ok),
                 "errors": sorted(set(r.get("error") or "" for r in rs if not r.get("ok"))),
-                "value": median(vals), "spread": rel_mad(vals),
+                "value": median(vals), "spread": rel_mad(vals), "value_all": median(every),
                 "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                 "msgs_s": med("msgs_s") if kind == "thr" else None,
                 "mb_s": med("mb_s") if kind == "thr" else None,
@@ -200,6 +233,7 @@ def cell_stats(records, cells, names):
                 "p50_us": med("p50_us") if kind == "lat" else None,
                 "p99_us": med("p99_us") if kind == "lat" else None,
                 "rss_kib": med("rss_kib"),
+                "rss_spread": rel_mad([r["rss_kib"] for r in ok if r.get("rss_kib")]),
             }
     return out
 
@@ -283,6 +317,101 @@ def compare(stats, cells, x, y, spreads, self_aa=False):
     return out
 
 
+def rss_aa_spreads(stats, cells, ref, aa):
+    """aa_spreads for the peak RSS."""
+    out = {}
+    for c in cells:
+        a, b = stats.get((c, ref)), stats.get((c, aa))
+        if not a or not b or not a["rss_kib"] or not b["rss_kib"]:
+            out[c] = None
+            continue
+        d = abs(a["rss_kib"] / b["rss_kib"] - 1)
+        r = max(a["rss_spread"] or 0.0, b["rss_spread"] or 0.0)
+        out[c] = {"D": d, "R": r, "A": max(d, r)}
+    return out
+
+
+def compare_rss(stats, cells, x, y, spreads, self_aa=False):
+    """compare() for the peak RSS over every cell (percent of y's; - is
+    smaller, which counts as better)."""
+    rows = []
+    for c in cells:
+        a, b = stats.get((c, x)), stats.get((c, y))
+        if not a or not b or not a["rss_kib"] or not b["rss_kib"]:
+            continue
+        rows.append((c, (a["rss_kib"] / b["rss_kib"] - 1) * 100, b["rss_kib"] / a["rss_kib"]))
+    if not rows:
+        return None
+    ds = [d for _, d, _ in rows]
+    best, worst = max(rows, key=lambda t: t[2]), min(rows, key=lambda t: t[2])
+    better, worse = [], []
+    for c, _, sratio in rows:
+        sp = spreads.get(c)
+        if sp is None:
+            continue
+        if self_aa:
+            if sp["D"] > sp["R"]:
+                (better if sratio > 1 else worse).append(c)
+        elif sratio > 1 + sp["A"]:
+            better.append(c)
+        elif sratio < 1 / (1 + sp["A"]):
+            worse.append(c)
+    return {"cells": len(rows), "mean": statistics.mean(ds), "median": median(ds),
+            "min": min(ds), "max": max(ds), "best": best[0], "best_pct": best[1],
+            "worst": worst[0], "worst_pct": worst[1], "improved": len(better),
+            "regressed": len(worse), "improved_cells": better, "regressed_cells": worse}
+
+
+# A cell has two modes when the runs of one allocator fall into two groups
+# at least this many times apart (a throughput cell whose receiver keeps up
+# in some runs and lets the pipes fill in others).
+MODE_GAP = 1.5
+
+
+def mode_splits(records, cells, names):
+    """The cells with two modes: where some allocator's runs have a gap of
+    at least MODE_GAP between two of them (differences between allocators
+    are not modes). The widest such gap sets the cell's boundary, which
+    sorts every allocator's runs into the fast and the slow mode (for lat
+    the fast mode is the lower latency). Per cell: the gap, the boundary,
+    per allocator its (fast, slow) runs, and the mode most runs fell into
+    (ties: the fast one), which the cell's comparisons use."""
+    out = {}
+    for c in cells:
+        per = {}
+        for r in records:
+            v = value_of(r) if r["cell"] == c else None
+            if v:
+                per.setdefault(r["alloc"], []).append(v)
+        best = None
+        for vals in per.values():
+            vals = sorted(vals)
+            for i in range(len(vals) - 1):
+                g = vals[i + 1] / vals[i]
+                if g >= MODE_GAP and (best is None or g > best[0]):
+                    best = (g, math.sqrt(vals[i] * vals[i + 1]))
+        if best is None:
+            continue
+        gap, cut = best
+        lat = parse_cell(c)["kind"] == "lat"
+        split = {}
+        for a in names:
+            mine = per.get(a, [])
+            hi = sum(1 for v in mine if v > cut)
+            split[a] = (len(mine) - hi, hi) if lat else (hi, len(mine) - hi)
+        fast = sum(f for f, _ in split.values())
+        slow = sum(sl for _, sl in split.values())
+        out[c] = {"gap": gap, "cut": cut, "split": split, "lat": lat,
+                  "mode": "fast" if fast >= slow else "slow"}
+    return out
+
+
+def in_mode(m, v):
+    """Is figure v (of a cell with modes m) in the mode the cell is judged by?"""
+    fast = (v < m["cut"]) if m["lat"] else (v > m["cut"])
+    return fast == (m["mode"] == "fast")
+
+
 def versus_best_peer(stats, cells, ref, peers, spreads, threshold=0.90):
     """Per cell the best peer; the cells where ref is below threshold x the
     best peer's speed and beyond the cell's A/A spread."""
@@ -358,7 +487,8 @@ def geomeans(stats, cells, names):
 
 
 def summarize(records, cells, names, ref=REF, aa=None, base=BASE):
-    stats = cell_stats(records, cells, names)
+    modes = mode_splits(records, cells, names)
+    stats = cell_stats(records, cells, names, modes)
     spreads = aa_spreads(stats, cells, ref, aa) if aa and aa in names and ref in names else {}
     known = [s for s in spreads.values() if s]
     aa_dist = None
@@ -378,10 +508,24 @@ def summarize(records, cells, names, ref=REF, aa=None, base=BASE):
     peers = [a for a in names if a not in (ref, aa)]
     best = versus_best_peer(stats, cells, ref, peers, spreads) if ref in names and peers else None
     apart = runs_apart(records, cells, ref, aa, peers) if ref in names else {}
+    rss_spreads = rss_aa_spreads(stats, cells, ref, aa) if spreads else {}
+    rss_vs = {}
+    if base in names:
+        for a in names:
+            if a not in (base, aa):
+                rss_vs["%s vs %s" % (a, base)] = compare_rss(stats, cells, a, base, rss_spreads)
+    for a in names:
+        if a not in (ref, aa, base):
+            rss_vs["%s vs %s" % (ref, a)] = compare_rss(stats, cells, ref, a, rss_spreads)
+    if rss_spreads:
+        rss_vs["%s vs %s" % (ref, aa)] = compare_rss(stats, cells, ref, aa, rss_spreads, True)
+    peer_vs = {a: compare(stats, cells, ref, a, spreads) for a in names
+               if a not in (ref, aa, base)} if spreads else {}
     failures = [{"cell": s["cell"], "alloc": s["alloc"], "failed": s["runs"] - s["ok"],
                  "errors": s["errors"]} for s in stats.values() if s["runs"] > s["ok"]]
     return {"stats": stats, "spreads": spreads, "aa": aa_dist, "vs_base": vs_base,
-            "self_aa": self_aa, "best_peer": best, "apart": apart,
+            "self_aa": self_aa, "best_peer": best, "apart": apart, "peer_vs": peer_vs,
+            "rss_vs": rss_vs, "modes": modes,
             "geo": geomeans(stats, cells, names),
             "failures": failures, "ref": ref, "aa_name": aa, "base": base, "names": names,
             "cells": cells}
@@ -476,6 +620,37 @@ def report(summary, meta):
             L.append("(%s vs %s counts the cells whose medians are further apart than either "
                      "copy's run spread.)" % (ref, aa))
             L.append("")
+    if s.get("peer_vs"):
+        for kind, title in (("thr", "Throughput"), ("lat", "Latency")):
+            L.append("## %s: %s against each peer, per cell" % (title, ref))
+            L.append("")
+            L.append(md_table(hdr, [_cmp_rows("%s vs %s" % (ref, a), c, kind)
+                                    for a, c in s["peer_vs"].items()]))
+            L.append("")
+    if s.get("rss_vs"):
+        L.append("## Peak RSS, per cell")
+        L.append("")
+        L.append("Percent of the second's peak RSS (- = smaller); beyond A/A against the "
+                 "cell's RSS A/A spread, counted as smaller / larger.")
+        L.append("")
+        L.append(md_table(hdr, [_cmp_rows(label, {"rss": c}, "rss")
+                                for label, c in s["rss_vs"].items()]))
+        L.append("")
+    if s.get("modes"):
+        m = s["modes"]
+        L.append("## Cells with two modes")
+        L.append("")
+        L.append("%d of %d cells where an allocator's runs fall into two groups at least "
+                 "%.1fx apart; the widest such gap is the cell's boundary. Per allocator its "
+                 "runs in the fast / slow mode. The cell's figures above are the medians of "
+                 "the runs in the mode most runs fell into (judged by), so that a median does "
+                 "not land on one mode by chance." % (len(m), len(s["cells"]), MODE_GAP))
+        L.append("")
+        L.append(md_table(["cell", "gap", "judged by"] + list(names),
+                          [[c, "%.1fx" % d["gap"], d["mode"]] +
+                           ["%d/%d" % d["split"][a] for a in names]
+                           for c, d in sorted(m.items())]))
+        L.append("")
     g = s["geo"]
     shown = [a for a in names if a != aa]
     if ref in g:
@@ -653,7 +828,9 @@ def parse_args(argv):
     t.add_argument("--quick", action="store_const", dest="tier", const="quick",
                    help="%d cells, 3 runs, brisk and glibc unless --alloc" % len(QUICK_CELLS))
     t.add_argument("--full", action="store_const", dest="tier", const="full",
-                   help="every cell, 10 runs")
+                   help="every cell with one I/O thread and %d with two, 3 runs, brisk, glibc, "
+                        "tcmalloc, mimalloc (and mimalloc3 when built) unless --alloc: within "
+                        "the hour" % len(IO2_CELLS))
     p.add_argument("--only", help="comma list: PATTERN[/TRANSPORT[/SIZE[/KIND]]] (parts are "
                                   "globs), a glob on cell names, or a pattern, transport, size "
                                   "or kind")
@@ -809,7 +986,9 @@ def main(argv=None):
         raise SystemExit("zmq_matrix: %s not built (libzmq3-dev, then cmake --build build)"
                          % bench)
     # --quick is for make bench: brisk against glibc (and the A/A copy) only
-    spec = args.alloc or ("brisk,glibc" if args.tier == "quick" else None)
+    spec = args.alloc or ("brisk,glibc" if args.tier == "quick" else
+                          FULL_ALLOCATORS + (",mimalloc3" if find_built_peer("libmimalloc3.so")
+                                             else "") if args.tier == "full" else None)
     allocs, notes = resolve_allocators(spec, brisk_lib, not args.no_install, log)
     names = [a.name for a in allocs]
     libs = {a.name: file_sha256(a.lib) if a.lib else None for a in allocs}

@@ -114,6 +114,65 @@ def test_only_filters():
     assert len(zm.select_cells("quick", None, [2])) == 0
 
 
+def test_full_plan_fits_the_hour():
+    cells = zm.select_cells("full")
+    io1 = [c for c in zm.all_cells() if c.endswith(".io1")]
+    assert cells == io1 + zm.IO2_CELLS, cells[:3]
+    assert len(cells) == 252 + len(zm.IO2_CELLS) and 20 <= len(zm.IO2_CELLS) <= 28
+    io2 = [zm.parse_cell(c) for c in zm.IO2_CELLS]
+    assert all(c["transport"] != "inproc" for c in io2)  # inproc uses no I/O thread
+    assert {c["pattern"] for c in io2} == set(zm.PATTERNS)
+    assert {c["kind"] for c in io2} == {"thr", "lat"}
+    t = zm.TIERS["full"]
+    assert t["runs"] >= 3
+    # brisk, glibc, tcmalloc, mimalloc, mimalloc3 and the A/A copy
+    processes = len(cells) * 6 * t["runs"]
+    assert processes * (t["warmup"] + t["secs"] + zm.START_COST) <= 3600, processes
+
+
+def test_mode_splits():
+    two = "thr.pair.inproc.64.io1"
+    one = "thr.pair.ipc.64.io1"
+    lat = "lat.pair.tcp.64.io1"
+    runs = {(two, "a"): [100, 102, 300], (two, "b"): [98, 310, 305],
+            (one, "a"): [100, 101, 99], (one, "b"): [250, 255, 260],  # allocators apart: no mode
+            (lat, "a"): [10, 10.5, 30], (lat, "b"): [29, 31, 30]}
+    recs = []
+    for (c, a), vals in runs.items():
+        for i, v in enumerate(vals):
+            r = {"cell": c, "alloc": a, "run": i, "ok": True}
+            r.update({"msgs_s": float(v)} if c.startswith("thr.") else {"p50_us": float(v)})
+            recs.append(r)
+    m = zm.mode_splits(recs, [two, one, lat], ["a", "b"])
+    assert set(m) == {two, lat}, m
+    assert m[two]["split"] == {"a": (1, 2), "b": (2, 1)}, m[two]
+    assert close(m[two]["gap"], 305 / 98)  # the widest gap within one allocator
+    assert m[lat]["split"] == {"a": (2, 1), "b": (0, 3)}, m[lat]  # lower latency is the fast mode
+    assert m[two]["mode"] == "fast" and m[lat]["mode"] == "slow"  # ties go to the fast mode
+    st = zm.cell_stats(recs, [two, one, lat], ["a", "b"], m)
+    # judged by the runs in the cell's mode; an allocator with none there by all its runs
+    assert st[(two, "a")]["value"] == 300 and st[(two, "b")]["value"] == 307.5
+    assert st[(two, "a")]["value_all"] == 102
+    assert st[(lat, "a")]["value"] == 30 and st[(lat, "b")]["value"] == 30
+    assert st[(one, "b")]["value"] == 255
+
+
+def test_rss_compare():
+    s = summary()
+    rv = s["rss_vs"]
+    g = rv["brisk vs glibc"]
+    # brisk holds twice glibc's peak RSS in every cell
+    assert g["cells"] == 4 and close(g["mean"], 100.0) and close(g["max"], 100.0), g
+    # the copies' RSS are equal: any difference is beyond their spread
+    assert g["improved"] == 0 and g["regressed"] == 4, g
+    f = rv["brisk vs fast"]
+    assert close(f["mean"], -50.0) and f["improved"] == 4 and f["regressed"] == 0, f
+    assert rv["brisk vs brisk-aa"]["improved"] == 0 and rv["brisk vs brisk-aa"]["regressed"] == 0
+    text = zm.report(s, {"tier": "t", "date": "d", "runs": 3, "host": "h"})
+    assert "## Peak RSS, per cell" in text and "| brisk vs glibc | 4 | +100.0%" in text, text
+    assert "## Throughput: brisk against each peer, per cell" in text
+
+
 def test_plan_interleaves_and_rotates():
     p = zm.plan(["c1", "c2"], ["a", "b", "c"], 2)
     assert p == [("c1", 0, "a"), ("c1", 0, "b"), ("c1", 0, "c"),

@@ -149,15 +149,24 @@ BRISK_INLINE void page_list_set(page_t *pg, unsigned list) {
 enum segment_kind { SEGMENT_NORMAL = 1, SEGMENT_HUGE = 2, SEGMENT_RETIRED = 3 };
 
 typedef struct segment_s {
+  /* The first line: what any thread's free reads (the owner test, the
+   * heap a remote free goes to, the link keys), written only when the
+   * segment changes hands or joins a set, never by span changes. */
   _Atomic(uintptr_t) owner_tid;       /* thread whose frees are local; 0: none */
   _Atomic(struct heap_s *) heap;      /* heap its blocks return to; NULL: none */
   size_t mapped_size;
   uint32_t kind;
-  uint16_t destroyed;                 /* its heap was destroyed; cleared on reuse */
-  uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
   uint32_t heap_generation;           /* the life of `heap` it joined in (heap_t.generation):
                                          a remote free's batch must be of that life */
-  uint64_t free_slices;               /* bit i: slice i not in any span */
+  uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
+  uintptr_t link_key;                 /* hardened: the keys of the links in this */
+  uintptr_t remote_key;               /* segment's blocks (block.h), its own */
+  uint16_t destroyed;                 /* its heap was destroyed; cleared on reuse */
+  uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
+  /* The slice masks and the rest: changed with every span (under the
+   * set's lock), on lines of their own, so that the owner's span changes
+   * do not take the first line from the threads that free into it. */
+  _Alignas(BRISK_CACHELINE) uint64_t free_slices; /* bit i: slice i not in any span */
   uint64_t dirty_slices;              /* bit i: slice i may be resident / non-zero */
   uint64_t light_slices;              /* of those, slices only profiler samples used
                                          since they were clean: little of them is
@@ -174,9 +183,6 @@ typedef struct segment_s {
   uint64_t guarded_slices;            /* hardened: slice i ends in a PROT_NONE page */
   uint64_t purge_at_ms;               /* when purge_slices become due; 0: none wait */
   uint64_t idle_since_ms;             /* in the pool: when it arrived */
-  uint8_t *kinds;                     /* hardened: allocation kind per 16 bytes */
-  uintptr_t link_key;                 /* hardened: the keys of the links in this */
-  uintptr_t remote_key;               /* segment's blocks (block.h), its own */
   struct segment_s *next;             /* in its heap's set, the pool or the huge cache */
   struct segment_s *prev;
   /* Huge blocks, under huge.c's lock: the resident rest of the mapping
@@ -196,6 +202,7 @@ typedef struct segment_s {
 _Static_assert(sizeof(page_t) == 128, "page descriptor is two cache lines");
 _Static_assert(offsetof(page_t, free) == 64, "the owner's fields start the second line");
 _Static_assert(sizeof(segment_t) <= SLICE_SIZE, "segment header fits in slice 0");
+_Static_assert(offsetof(segment_t, free_slices) == BRISK_CACHELINE, "what a free reads: one line");
 
 /* Registry markers of memory returned to the OS (kind SEGMENT_RETIRED):
  * after an ordinary release, and after the destruction of its heap. */
