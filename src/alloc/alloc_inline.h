@@ -15,18 +15,12 @@
 
 #include "alloc/free.h"
 #include "alloc/hardened.h"
+#include "alloc/malloc_slow.h"
 #include "base/atomics.h"
 #include "heaps/heap.h"
 #include "heaps/thread.h"
 #include "os/platform.h"
 #include "segments/registry.h"
-
-/* malloc when the inline path cannot serve (alloc.c). h: the calling thread's heap
- * as the inline path read it (brisk_tls_heap), a static one before the
- * thread's first call. malloc_refill: a size up to DIRECT_MAX whose page
- * ran dry; malloc_above: a larger size (the class cache first). */
-BRISK_INTERNAL void *malloc_refill(size_t size, heap_t *h) BRISK_NOINLINE;
-BRISK_INTERNAL void *malloc_above(size_t size, heap_t *h) BRISK_NOINLINE;
 
 BRISK_INLINE void *malloc_inline(size_t size) {
   heap_t *h = thread_heap();

@@ -18,6 +18,13 @@
 /* ---------------------------------------------------------------------------
  * Allocation beyond the inline path.
  * ------------------------------------------------------------------------- */
+/* A safe point of a slow path while the heaps sample: the background
+ * thread started if it is wanted, a dump asked for written. */
+BRISK_INLINE void sampling_poll(void) {
+  background_poll();
+  if (BRISK_UNLIKELY(prof_dump_wanted())) prof_poll_slow();
+}
+
 /* The span of a new large block of `size` bytes: a span the cache kept
  * for a block of its size, else one cut for it (span.h). */
 static page_t *large_span(heap_t *h, size_t slices, size_t align_slices, size_t size, bool sampled) {
@@ -160,7 +167,7 @@ void *heap_alloc_class(heap_t *h, unsigned c) {
     if (s == NULL || !sampler_count_class(s, c)) return heap_alloc_counted(h, class_size(c), 0);
     void *q = alloc_class_page(h, c);
     if (BRISK_UNLIKELY(q == NULL)) errno = ENOMEM;
-    if (!h->segments.fresh_only) prof_poll();
+    if (!h->segments.fresh_only) sampling_poll();
     return q;
   }
   void *p = alloc_class_page(h, c);
@@ -183,7 +190,7 @@ void *heap_alloc(heap_t *h, size_t size) {
     s->left[0] = left;
     void *p = alloc_large(h, size, 0, false);
     if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
-    if (!h->segments.fresh_only) prof_poll();
+    if (!h->segments.fresh_only) sampling_poll();
     return p;
   }
   void *p;
@@ -318,6 +325,6 @@ static void *heap_alloc_counted(heap_t *h, size_t size, size_t alignment) {
       sampler_expose(s, c, h->queues[c].first);
   }
   if (BRISK_UNLIKELY(p == NULL)) errno = ENOMEM;
-  if (!h->segments.fresh_only) prof_poll();
+  if (!h->segments.fresh_only) sampling_poll();
   return p;
 }

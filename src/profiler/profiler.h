@@ -9,7 +9,7 @@
  *      allocation                               (stackwalk.c), the record,
  *                                               the slot in the descriptor
  *   ── a sampled block is freed ────────────► prof_forget*
- *   the background round, slow paths ──────► prof_background, prof_poll:
+ *   the background round, slow paths ──────► prof_background, prof_poll_slow:
  *                                               dumps asked for
  *   the process's life (thread.c) ─────────► init, exit, fork
  *   the API (api.c, settings.c) ───────────► start, stop, dump, leaks
@@ -41,7 +41,6 @@
 
 #include "base/config.h"
 #include "base/read_mostly.h"
-#include "runtime/background.h"
 
 typedef struct prof_heap_s prof_heap_t; /* a heap's state (profile_record.h) */
 
@@ -74,15 +73,13 @@ BRISK_INTERNAL void prof_forget_heap(prof_heap_t *ph);
  * signal or the interval, which wake the thread); returns the next
  * deadline (0: none). */
 BRISK_INTERNAL uint64_t prof_background(uint64_t now);
-/* A safe point (a slow path with no lock held, not brisk's own heap):
- * start the background thread if it is wanted, write a dump that was
- * asked for if no background thread will. */
-BRISK_INTERNAL void prof_poll_slow(void);
-BRISK_INLINE void prof_poll(void) {
-  background_poll();
-  if (BRISK_UNLIKELY(atomic_load_explicit(&brisk_read_mostly.prof_dump_requested, memory_order_relaxed)))
-    prof_poll_slow();
+/* A dump was asked for (by the signal or the interval): at a safe point
+ * (a slow path with no lock held, not brisk's own heap) the caller calls
+ * prof_poll_slow, which writes it if no background thread will. */
+BRISK_INLINE bool prof_dump_wanted(void) {
+  return atomic_load_explicit(&brisk_read_mostly.prof_dump_requested, memory_order_relaxed) != 0;
 }
+BRISK_INTERNAL void prof_poll_slow(void);
 
 /* Start-up (after the options are read; again when they are read late). */
 BRISK_INTERNAL void prof_init(void);
@@ -94,7 +91,7 @@ BRISK_INTERNAL void prof_fork_parent(void);
 BRISK_INTERNAL void prof_fork_child(void);
 
 /* The API (brisk_profile_*): 0 or an errno value. */
-BRISK_INTERNAL int prof_start(const char *prefix);
+BRISK_INTERNAL int prof_start(const char *path_prefix);
 BRISK_INTERNAL void prof_stop(void);
 BRISK_INTERNAL int prof_dump(const char *path);
 
