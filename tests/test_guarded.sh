@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guarded samples (BRISK_GUARD_RATE, src/guarded.h), through
+# Guarded samples (BRISK_GUARD_RATE, src/guarded/guarded.h), through
 # tests/guarded_probe.c preloaded with libbrisk.so:
 #   - each bug on a guarded block (every allocation is one at rate 1) is
 #     reported as "brisk: error:" with its kind, the address, the block and
