@@ -263,8 +263,9 @@ extern void __libc_free(void *) __attribute__((weak));
  * Until override.c's constructor has looked at which malloc the process
  * calls (-1), a build with it assumes it is the process's malloc
  * (preloaded, a foreign block may be freed that early), and a build
- * without it (brisk linked under its own names only) never is. */
-__attribute__((weak, visibility("hidden"))) const char brisk_override_present = 0;
+ * without it (brisk linked under its own names only) never is. Not const:
+ * the compiler would take a const weak definition's 0 for the value. */
+__attribute__((weak, visibility("hidden"))) char brisk_override_present = 0;
 static _Atomic(int) interposing = -1;
 
 void foreign_set_interposing(bool v) { atomic_store_relaxed(&interposing, v ? 1 : 0); }

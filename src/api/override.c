@@ -92,7 +92,7 @@ BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
 }
 
 /* This build replaces the malloc family (free.c's weak definition says 0). */
-__attribute__((visibility("hidden"))) const char brisk_override_present = 1;
+__attribute__((visibility("hidden"))) char brisk_override_present = 1;
 
 /* Is the `malloc` this process calls the one above? Through the GOT,
  * &malloc names whichever definition won symbol resolution. */
