@@ -246,17 +246,18 @@ def speed_ratio(stats, cell, x, y):
     return a["value"] / b["value"] if a["kind"] == "thr" else b["value"] / a["value"]
 
 
-def aa_spreads(stats, cells, ref, aa):
+def aa_spreads(stats, cells, ref, aa, key="value", spread="spread"):
     """Per cell: D (the copies' medians apart), R (their larger run
-    spread), A = max(D, R)."""
+    spread), A = max(D, R); of the cell's figure, or with key="rss_kib",
+    spread="rss_spread" of its peak RSS."""
     out = {}
     for c in cells:
         a, b = stats.get((c, ref)), stats.get((c, aa))
-        if not a or not b or not a["value"] or not b["value"]:
+        if not a or not b or not a[key] or not b[key]:
             out[c] = None
             continue
-        d = abs(a["value"] / b["value"] - 1)
-        r = max(a["spread"] or 0.0, b["spread"] or 0.0)
+        d = abs(a[key] / b[key] - 1)
+        r = max(a[spread] or 0.0, b[spread] or 0.0)
         out[c] = {"D": d, "R": r, "A": max(d, r)}
     return out
 
@@ -282,53 +283,37 @@ def compare(stats, cells, x, y, spreads, self_aa=False):
             if d is None:
                 continue
             rows.append((c, d, s))
-        if not rows:
-            out[kind] = None
-            continue
-        ds = [d for _, d, _ in rows]
-        best = max(rows, key=lambda t: t[2])
-        worst = min(rows, key=lambda t: t[2])
-        better = worse = 0
-        better_cells, worse_cells = [], []
-        for c, _, s in rows:
-            sp = spreads.get(c) if spreads else None
-            if sp is None:
-                continue
-            if self_aa:
-                beyond = sp["D"] > sp["R"]
-                if beyond and s > 1:
-                    better += 1
-                    better_cells.append(c)
-                elif beyond:
-                    worse += 1
-                    worse_cells.append(c)
-                continue
-            if s > 1 + sp["A"]:
-                better += 1
-                better_cells.append(c)
-            elif s < 1 / (1 + sp["A"]):
-                worse += 1
-                worse_cells.append(c)
-        out[kind] = {"cells": len(rows), "mean": statistics.mean(ds), "median": median(ds),
-                     "min": min(ds), "max": max(ds),
-                     "best": best[0], "best_pct": best[1], "worst": worst[0], "worst_pct": worst[1],
-                     "improved": better, "regressed": worse,
-                     "improved_cells": better_cells, "regressed_cells": worse_cells}
+        out[kind] = summarize_rows(rows, spreads, self_aa)
     return out
 
 
-def rss_aa_spreads(stats, cells, ref, aa):
-    """aa_spreads for the peak RSS."""
-    out = {}
-    for c in cells:
-        a, b = stats.get((c, ref)), stats.get((c, aa))
-        if not a or not b or not a["rss_kib"] or not b["rss_kib"]:
-            out[c] = None
+def summarize_rows(rows, spreads, self_aa=False):
+    """Rows (cell, percent difference, speed ratio: above 1 = better):
+    mean/median/min/max difference, best and worst cells, the cells better
+    and worse beyond their A/A spread (self_aa: the copies' medians further
+    apart than their runs). None without rows."""
+    if not rows:
+        return None
+    ds = [d for _, d, _ in rows]
+    best = max(rows, key=lambda t: t[2])
+    worst = min(rows, key=lambda t: t[2])
+    better, worse = [], []
+    for c, _, s in rows:
+        sp = spreads.get(c) if spreads else None
+        if sp is None:
             continue
-        d = abs(a["rss_kib"] / b["rss_kib"] - 1)
-        r = max(a["rss_spread"] or 0.0, b["rss_spread"] or 0.0)
-        out[c] = {"D": d, "R": r, "A": max(d, r)}
-    return out
+        if self_aa:
+            if sp["D"] > sp["R"]:
+                (better if s > 1 else worse).append(c)
+        elif s > 1 + sp["A"]:
+            better.append(c)
+        elif s < 1 / (1 + sp["A"]):
+            worse.append(c)
+    return {"cells": len(rows), "mean": statistics.mean(ds), "median": median(ds),
+            "min": min(ds), "max": max(ds),
+            "best": best[0], "best_pct": best[1], "worst": worst[0], "worst_pct": worst[1],
+            "improved": len(better), "regressed": len(worse),
+            "improved_cells": better, "regressed_cells": worse}
 
 
 def compare_rss(stats, cells, x, y, spreads, self_aa=False):
@@ -337,29 +322,9 @@ def compare_rss(stats, cells, x, y, spreads, self_aa=False):
     rows = []
     for c in cells:
         a, b = stats.get((c, x)), stats.get((c, y))
-        if not a or not b or not a["rss_kib"] or not b["rss_kib"]:
-            continue
-        rows.append((c, (a["rss_kib"] / b["rss_kib"] - 1) * 100, b["rss_kib"] / a["rss_kib"]))
-    if not rows:
-        return None
-    ds = [d for _, d, _ in rows]
-    best, worst = max(rows, key=lambda t: t[2]), min(rows, key=lambda t: t[2])
-    better, worse = [], []
-    for c, _, sratio in rows:
-        sp = spreads.get(c)
-        if sp is None:
-            continue
-        if self_aa:
-            if sp["D"] > sp["R"]:
-                (better if sratio > 1 else worse).append(c)
-        elif sratio > 1 + sp["A"]:
-            better.append(c)
-        elif sratio < 1 / (1 + sp["A"]):
-            worse.append(c)
-    return {"cells": len(rows), "mean": statistics.mean(ds), "median": median(ds),
-            "min": min(ds), "max": max(ds), "best": best[0], "best_pct": best[1],
-            "worst": worst[0], "worst_pct": worst[1], "improved": len(better),
-            "regressed": len(worse), "improved_cells": better, "regressed_cells": worse}
+        if a and b and a["rss_kib"] and b["rss_kib"]:
+            rows.append((c, (a["rss_kib"] / b["rss_kib"] - 1) * 100, b["rss_kib"] / a["rss_kib"]))
+    return summarize_rows(rows, spreads, self_aa)
 
 
 # A cell has two modes when the runs of one allocator fall into two groups
@@ -508,7 +473,7 @@ def summarize(records, cells, names, ref=REF, aa=None, base=BASE):
     peers = [a for a in names if a not in (ref, aa)]
     best = versus_best_peer(stats, cells, ref, peers, spreads) if ref in names and peers else None
     apart = runs_apart(records, cells, ref, aa, peers) if ref in names else {}
-    rss_spreads = rss_aa_spreads(stats, cells, ref, aa) if spreads else {}
+    rss_spreads = aa_spreads(stats, cells, ref, aa, "rss_kib", "rss_spread") if spreads else {}
     rss_vs = {}
     if base in names:
         for a in names:
