@@ -147,14 +147,6 @@ static void span_cache_push(segment_set_t *set, page_t *span, size_t n) {
   set->cached_slices += (uint32_t)n;
 }
 
-/* A large block's span as the cache keeps it: its descriptor marked not in
- * use, its slices left pointing at it. */
-static void span_keep_large(page_t *span) {
-  span->flags &= (uint8_t)~PAGE_IN_USE;
-  span->reserved = 0;
-  span->capacity = 0;
-}
-
 static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
   if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
       set->cached_slices + n > SPAN_CACHE_SLICES)
@@ -502,6 +494,26 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
   return r;
 }
 
+void span_release_kept_locked(segment_set_t *set, page_t *span) {
+  segment_t *seg = segment_of_page(span);
+  uint64_t bits = slice_bits(span_first_slice(seg, span), span->slice_count);
+  seg->tails &= ~bits;
+  seg->tails_later &= ~bits;
+  span_cache_drop(set, span);
+}
+
+page_t *span_reuse_kept(segment_set_t *set, page_t *span) {
+  lock_acquire(&set->lock);
+  segment_t *seg = segment_of_page(span);
+  size_t first = span_first_slice(seg, span), n = span->slice_count;
+  uint64_t bits = slice_bits(first, n);
+  seg->tails &= ~bits;
+  seg->tails_later &= ~bits;
+  page_t *head = span_head_init(seg, first, n, false);
+  set_unlock(set);
+  return head;
+}
+
 void span_free_large_held(segment_set_t *set, page_t *span) {
   if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
     span_free_locked(set, span, true);
@@ -549,6 +561,7 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   segment_t *seg = segment_of_page(span);
   uint64_t bit = (uint64_t)1 << span_first_slice(seg, span);
   span->block_size = (uint32_t)large_usable(span, size);
+  span->tail_pages = (uint16_t)(OS_PAGE_CEIL(span->block_size) / OS_PAGE_BYTES);
   bool tail = large_has_tail(span);
   if (tail && options_purge_delay_ms() == 0) { /* at once */
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
