@@ -118,7 +118,7 @@ typedef struct class_cache_s {
  * blocks of the same size without the set's lock (large_cache.h). A slot
  * is emptied by an exchange, by the owner taking its span or by the
  * background thread giving back one that sat unused for a purge delay;
- * only the owner fills one. The owner's view (room, slices, used, held) may
+ * only the owner fills one. The owner's view (room, slices, used, of_slices, held) may
  * still count a slot the background thread emptied; seen and seen_ms are
  * the background thread's. */
 typedef struct large_cache_s {
@@ -126,9 +126,12 @@ typedef struct large_cache_s {
   uint32_t room[LARGE_CACHE_SLOTS];   /* slot i's span's tail_pages in bytes */
   uint8_t slices[LARGE_CACHE_SLOTS];
   uint32_t used;                      /* bit i: slot i holds a span */
+  uint8_t of_slices[SPAN_CACHE_SPAN_MAX + 1]; /* bit i: slot i's span has that many slices */
   uint32_t held;                      /* their slices */
+  uint32_t gave_back_seen;            /* gave_back at the owner's last view_sync */
   _Atomic(int) watched;               /* set by a put, cleared by the background
                                          thread when it finds every slot empty */
+  _Atomic(uint32_t) gave_back;        /* spans the background thread gave back */
   _Alignas(BRISK_CACHELINE) page_t *seen[LARGE_CACHE_SLOTS];
   uint64_t seen_ms[LARGE_CACHE_SLOTS];
 } large_cache_t;

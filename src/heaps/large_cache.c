@@ -11,10 +11,8 @@
 static void view_clear(large_cache_t *lc, unsigned i) {
   lc->held -= lc->slices[i];
   lc->used &= ~(1u << i);
+  lc->of_slices[lc->slices[i]] &= (uint8_t)~(1u << i);
 }
-
-/* The highest slot of `mask`. */
-static unsigned top_slot(uint32_t mask) { return 31u - (unsigned)__builtin_clz(mask); }
 
 /* Slot i's span for its owner, or NULL when the background thread gave it
  * back; either way the slot leaves the owner's view. */
@@ -23,63 +21,43 @@ static page_t *slot_take(large_cache_t *lc, unsigned i) {
   return atomic_exchange_explicit(&lc->slot[i], NULL, memory_order_acquire);
 }
 
-/* The slots of the owner's view holding spans of `slices` slices. */
-static uint32_t slots_of(const large_cache_t *lc, size_t slices) {
-  uint32_t m = 0;
-  for (uint32_t u = lc->used; u != 0; u &= u - 1) {
-    unsigned i = (unsigned)__builtin_ctz(u);
-    if (lc->slices[i] == slices) m |= 1u << i;
-  }
-  return m;
-}
-
 page_t *large_cache_take(heap_t *h, size_t slices, size_t size) {
-  if (BRISK_HARDENED) return NULL;
   large_cache_t *lc = &h->lcache;
-  if (lc->used == 0) return NULL;
+  if (BRISK_HARDENED || slices > SPAN_CACHE_SPAN_MAX) return NULL;
+  uint32_t m = lc->of_slices[slices];
+  if (m == 0) return NULL;
   uint32_t usable = (uint32_t)OS_PAGE_CEIL(size);
-  /* The newest slot (the highest) of the right slice count whose span
-   * takes the block as it is: its tail (what the purger may purge, from
-   * tail_pages on) lies past the block's end, and what lies between is
-   * less than a tail worth purging, as for any block. Else the newest of
-   * the right count, resized under the set's lock. */
-  uint32_t match = slots_of(lc, slices), other = 0;
-  for (uint32_t m = match; m != 0;) {
-    unsigned i = top_slot(m);
-    m &= ~(1u << i);
-    uint32_t room = lc->room[i];
-    if (usable > room || room - usable >= LARGE_TAIL_PURGE_MIN) {
-      other |= 1u << i;
-      continue;
+  /* The span of the right slice count whose room (where the purge of its
+   * tail may start: tail_pages, set under the set's lock) is the least at
+   * or past the block's end (the first less than a tail worth purging
+   * past it will do): handed over as it is, with the block's size.
+   * What lies between the block's end and the room (less than a slice,
+   * since the block needs every slice of the span) stays resident while
+   * the block lives. None such: one of the count, resized under the set's
+   * lock, which moves the room. */
+  for (;;) {
+    unsigned fit = LARGE_CACHE_SLOTS, any = 31u - (unsigned)__builtin_clz(m);
+    uint32_t best = UINT32_MAX;
+    for (uint32_t k = m; k != 0;) {
+      unsigned i = 31u - (unsigned)__builtin_clz(k); /* high slots first: puts fill the low ones first */
+      k &= ~(1u << i);
+      uint32_t room = lc->room[i];
+      if (room >= usable && room < best) {
+        best = room, fit = i;
+        if (room - usable < LARGE_TAIL_PURGE_MIN) break; /* as close as a tail worth purging */
+      }
     }
-    page_t *span = slot_take(lc, i);
-    if (span == NULL) continue; /* the background thread gave it back */
-    span->flags = PAGE_IN_USE | PAGE_LARGE;
-    span->block_size = usable;
-    return span;
-  }
-  while (other != 0) {
-    unsigned i = top_slot(other);
-    other &= ~(1u << i);
-    page_t *span = slot_take(lc, i);
-    if (span == NULL) continue;
-    span->flags = PAGE_IN_USE | PAGE_LARGE;
-    span_large_resize(&h->segments, span, size);
-    return span;
-  }
-  return NULL;
-}
-
-page_t *large_cache_take_span(heap_t *h, size_t slices) {
-  large_cache_t *lc = &h->lcache;
-  if (lc->used == 0) return NULL;
-  for (uint32_t m = slots_of(lc, slices); m != 0;) {
-    unsigned i = top_slot(m);
+    unsigned i = fit < LARGE_CACHE_SLOTS ? fit : any;
     m &= ~(1u << i);
     page_t *span = slot_take(lc, i);
-    if (span != NULL) return span_reuse_kept(&h->segments, span);
+    if (span != NULL) {
+      span->flags = PAGE_IN_USE | PAGE_LARGE;
+      if (i == fit) span->block_size = usable;
+      else span_large_resize(&h->segments, span, size);
+      return span;
+    }
+    if (m == 0) return NULL; /* the background thread gave them back */
   }
-  return NULL;
 }
 
 /* Slots the background thread emptied leave the owner's view. */
@@ -102,6 +80,11 @@ bool large_cache_put(heap_t *h, page_t *span) {
   size_t n = span->slice_count;
   if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX) return false;
   if (lc->used == ALL_SLOTS || lc->held + n > LARGE_CACHE_SLICES) {
+    /* Full in the owner's view: the slots are loaded again only if the
+     * background thread gave spans back since the last look. */
+    uint32_t gave = atomic_load_relaxed(&lc->gave_back);
+    if (gave == lc->gave_back_seen) return false;
+    lc->gave_back_seen = gave;
     view_sync(lc);
     if (lc->used == ALL_SLOTS || lc->held + n > LARGE_CACHE_SLICES) return false;
   }
@@ -114,6 +97,7 @@ bool large_cache_put(heap_t *h, page_t *span) {
   lc->slices[i] = (uint8_t)n;
   lc->held += (uint32_t)n;
   lc->used |= 1u << i;
+  lc->of_slices[n] |= (uint8_t)(1u << i);
   /* Sequentially consistent, as the load of `watched` after it: either
    * the background thread's clearing of the flag comes first, and this
    * put sees it cleared, or its look at the slots after the clearing
@@ -165,6 +149,7 @@ static void give_back(heap_t *h, uint64_t now, uint64_t delay, bool all) {
     page_t *span = atomic_exchange_explicit(&lc->slot[i], NULL, memory_order_acquire);
     if (span == NULL) continue;
     span_release_kept_locked(&h->segments, span);
+    atomic_add_relaxed(&lc->gave_back, 1);
     STAT_COUNT(large_kept_returned, 1);
   }
 }

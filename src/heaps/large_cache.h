@@ -12,24 +12,23 @@
  * under the set's lock, whose purge follows a delay later) every span
  * that sat in its slot through a whole purge delay. An idle thread so
  * holds at most 1 MiB here for one to two delays, and none after a
- * third. The owner and the background thread each empty a slot with one
+ * third. The background thread is started for it once the cache holds
+ * LARGE_CACHE_WORTH_A_THREAD slices (512 KiB); less, with no background
+ * thread running, waits for the owner's next collect or its exit, as the
+ * set's free slices do. The owner and the background thread each empty a slot with one
  * exchange: whoever gets the span has it.
  *
- * Layer: heaps, after sample.h and before page.h (the new class pages
- * take a kept span first). */
+ * Layer: heaps, after sample.h and before page.h. */
 #ifndef BRISK_LARGE_CACHE_H
 #define BRISK_LARGE_CACHE_H
 
 #include "heaps/heap_types.h"
 
 /* The span of a large block of `size` bytes in `slices` slices from h's
- * cache, made in use again with its usable size (its old one when they
- * agree, else set under the set's lock), or NULL. Owner only. */
+ * cache, made in use again with the block's usable size (without the
+ * lock when the span's tail_pages reaches past the block's end, else
+ * resized under the set's lock), or NULL. Owner only. */
 BRISK_INTERNAL page_t *large_cache_take(heap_t *h, size_t slices, size_t size);
-/* A span of `slices` slices from h's cache for another use (a class page),
- * its descriptor new (span_reuse_kept), or NULL: memory the heap holds is
- * used before the set's. Owner only. */
-BRISK_INTERNAL page_t *large_cache_take_span(heap_t *h, size_t slices);
 /* Keep the span of a large block the owner freed (not sampled, counted
  * out already); false when it does not fit, or h is not owned (a thread
  * serving an abandoned heap). Owner only. */

@@ -4,7 +4,6 @@
 
 #include "base/counters.h"
 #include "base/list.h"
-#include "heaps/large_cache.h"
 #include "heaps/page.h"
 #include "runtime/background.h"
 #include "runtime/report.h"
@@ -244,9 +243,7 @@ block_t *page_take_fresh(page_t *pg) {
 }
 
 static page_t *page_new(heap_t *h, unsigned c) {
-  /* A span the heap's large blocks left first (large_cache.h) */
-  page_t *pg = large_cache_take_span(h, class_page_slices(c));
-  if (pg == NULL) pg = span_alloc(&h->segments, class_page_slices(c), 1, false);
+  page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1, false);
   if (pg == NULL) return NULL;
   uint32_t bs = (uint32_t)class_size(c);
   page_set_block_size(pg, bs);

@@ -502,18 +502,6 @@ void span_release_kept_locked(segment_set_t *set, page_t *span) {
   span_cache_drop(set, span);
 }
 
-page_t *span_reuse_kept(segment_set_t *set, page_t *span) {
-  lock_acquire(&set->lock);
-  segment_t *seg = segment_of_page(span);
-  size_t first = span_first_slice(seg, span), n = span->slice_count;
-  uint64_t bits = slice_bits(first, n);
-  seg->tails &= ~bits;
-  seg->tails_later &= ~bits;
-  page_t *head = span_head_init(seg, first, n, false);
-  set_unlock(set);
-  return head;
-}
-
 void span_free_large_held(segment_set_t *set, page_t *span) {
   if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
     span_free_locked(set, span, true);
