@@ -60,6 +60,18 @@ page_t *large_cache_take(heap_t *h, size_t slices, size_t size) {
   }
 }
 
+page_t *large_cache_take_span(heap_t *h, size_t slices) {
+  large_cache_t *lc = &h->lcache;
+  if (slices > SPAN_CACHE_SPAN_MAX) return NULL;
+  for (uint32_t m = lc->of_slices[slices]; m != 0;) {
+    unsigned i = 31u - (unsigned)__builtin_clz(m);
+    m &= ~(1u << i);
+    page_t *span = slot_take(lc, i);
+    if (span != NULL) return span_reuse_kept(&h->segments, span);
+  }
+  return NULL;
+}
+
 /* Slots the background thread emptied leave the owner's view. */
 static void view_sync(large_cache_t *lc) {
   for (uint32_t u = lc->used; u != 0; u &= u - 1) {

@@ -29,6 +29,10 @@
  * lock when the span's tail_pages reaches past the block's end, else
  * resized under the set's lock), or NULL. Owner only. */
 BRISK_INTERNAL page_t *large_cache_take(heap_t *h, size_t slices, size_t size);
+/* A span of `slices` slices from h's cache for another use (a class page
+ * for which the set has no resident memory), its descriptor new
+ * (span_reuse_kept), or NULL. Owner only. */
+BRISK_INTERNAL page_t *large_cache_take_span(heap_t *h, size_t slices);
 /* Keep the span of a large block the owner freed (not sampled, counted
  * out already); false when it does not fit, or h is not owned (a thread
  * serving an abandoned heap). Owner only. */

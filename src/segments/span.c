@@ -373,11 +373,38 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false, false);
 }
 
-static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
+/* A span of resident memory: the span cache, resident free slices, then
+ * the resident slices of a pooled segment (memory another heap gave back,
+ * before fresh memory of this one); NULL if none. */
+static page_t *span_alloc_resident_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false, large);
-  /* Memory another heap gave back before fresh memory of this one. */
   if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true, large);
+  return span;
+}
+
+page_t *span_alloc_resident(segment_set_t *set, size_t slices) {
+  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
+  lock_acquire(&set->lock);
+  page_t *span = span_alloc_resident_locked(set, slices, 1, false);
+  set_unlock(set);
+  return span;
+}
+
+page_t *span_reuse_kept(segment_set_t *set, page_t *span) {
+  lock_acquire(&set->lock);
+  segment_t *seg = segment_of_page(span);
+  size_t first = span_first_slice(seg, span), n = span->slice_count;
+  uint64_t bits = slice_bits(first, n);
+  seg->tails &= ~bits;
+  seg->tails_later &= ~bits;
+  page_t *head = span_head_init(seg, first, n, false);
+  set_unlock(set);
+  return head;
+}
+
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
+  page_t *span = span_alloc_resident_locked(set, slices, align_slices, large);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false, large);
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false, false, large);
 }
