@@ -114,17 +114,7 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
  * together at most SPAN_CACHE_SLICES slices (2 MiB). */
 #define SPAN_CACHE_DEPTH 8
 #define SPAN_CACHE_SPAN_MAX 8
-#define SPAN_CACHE_SLICES 16
-
-/* A heap's own cache of its large blocks' spans (large_cache.h), taken
- * before the set's span cache and without its lock: at most
- * LARGE_CACHE_SLOTS spans of at most SPAN_CACHE_SPAN_MAX slices,
- * together at most LARGE_CACHE_SLICES slices (1 MiB). */
-#define LARGE_CACHE_SLOTS 8
-#define LARGE_CACHE_SLICES 16
-/* Slices kept there that make the background thread worth starting, so
- * that they go back while the thread is idle (512 KiB). */
-#define LARGE_CACHE_WORTH_A_THREAD 8
+#define SPAN_CACHE_SLICES 32
 
 /* Entries of a heap's segment directory (span.h) kept in the heap itself:
  * 8 segments (32 MiB) before it needs a mapping of its own. */

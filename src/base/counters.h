@@ -37,7 +37,6 @@
   X(remote_batches, COUNT, "batches of remote frees handed over")             \
   X(remote_frees, COUNT, "blocks freed by a thread other than the owner")     \
   X(remote_parked, COUNT, "of those, blocks taken from an idle owner's inbox by the background thread (their pages purged)") \
-  X(large_kept_returned, COUNT, "spans of large blocks a heap kept for its next ones, given back by the background thread after a purge delay unused") \
   X(heaps_abandoned, COUNT, "heaps abandoned by exiting threads")             \
   X(heaps_adopted, COUNT, "abandoned heaps adopted by new threads")           \
   X(foreign_frees, COUNT, "pointers forwarded to the previous allocator")     \

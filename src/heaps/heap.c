@@ -7,7 +7,6 @@
 #include "base/atomics.h"
 #include "base/counters.h"
 #include "heaps/heap.h"
-#include "heaps/large_cache.h"
 #include "heaps/park.h"
 #include "heaps/sample.h"
 #include "os/platform.h"
@@ -94,15 +93,6 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   class_cache_init(h);
 }
 
-/* A heap that changed hands (reused, adopted) clears its large-block
- * cache's flag: its slots are empty (emptied when it was destroyed or
- * abandoned), and a flag left set by a round of the life before would
- * keep the new owner's first put from scheduling the round that gives
- * its span back. After the heap is OWNED: a round that passed it by while
- * BUSY drops its look, so a store before that could be undone by one
- * still running. */
-static void heap_handed_over(heap_t *h) { atomic_store(&h->lcache.watched, 0); }
-
 /* A destroyed first-class heap is reused whole: its generation lives on,
  * so batches still addressed to its former life are dropped. */
 static heap_t *heap_reuse_free(uint32_t kind, uintptr_t tid) {
@@ -112,7 +102,6 @@ static heap_t *heap_reuse_free(uint32_t kind, uintptr_t tid) {
     if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
     heap_init_fields(h, kind, tid);
     atomic_store_release(&h->state, HEAP_OWNED);
-    heap_handed_over(h);
     STAT_LEVEL(heaps, 1);
     return h;
   }
@@ -147,7 +136,6 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
     h->tid = tid;
     segment_set_set_owner(&h->segments, tid);
     atomic_store_release(&h->state, HEAP_OWNED);
-    heap_handed_over(h);
     STAT_COUNT(heaps_adopted, 1);
     STAT_LEVEL(heaps, 1);
     heap_drain_inbox(h);
@@ -165,7 +153,6 @@ uint64_t heaps_background_round(uint64_t now) {
        * and an inbox it has not taken in for a purge delay (park.h). */
       next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
       next = deadline_earlier(next, park_idle_inbox(h, now));
-      next = deadline_earlier(next, large_cache_idle(h, now));
     } else if (s == HEAP_ABANDONED) {
       /* No owner: serve it whole, as a freeing thread would. */
       int expected = HEAP_ABANDONED;
@@ -210,7 +197,6 @@ void heap_collect(heap_t *h, bool force) {
   heap_drain_inbox(h);
   heap_flush_outbox(h);
   class_cache_flush(h);
-  large_cache_flush(h);
   heap_retire_empty_heads(h);
   span_cache_flush(&h->segments);
   segment_set_purge(&h->segments, force);
@@ -247,10 +233,6 @@ void heap_destroy(heap_t *h) {
     k = next;
   }
   heap_flush_outbox(h);
-  /* Before the segments go: a give-back holds the set's lock across its
-   * exchange and its release, and segment_set_release_all takes it, so
-   * none lands in the released set, and none finds a span after this. */
-  large_cache_flush(h);
   segment_set_release_all(&h->segments);
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));

@@ -7,7 +7,6 @@
 #include "base/atomics.h"
 #include "guarded/guarded.h"
 #include "heaps/heap.h"
-#include "heaps/large_cache.h"
 #include "heaps/sample.h"
 #include "os/platform.h"
 #include "profiler/profiler.h"
@@ -40,9 +39,7 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   if (atomic_load_relaxed(&h->inbox) & INBOX_PTR_MASK) heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
-  /* The heap's own cache first: no lock (large_cache.h) */
-  page_t *pg = sampled || align_slices != 1 ? NULL : large_cache_take(h, slices, size);
-  if (pg == NULL) pg = large_span(h, slices, align_slices, size, sampled);
+  page_t *pg = large_span(h, slices, align_slices, size, sampled);
   if (pg == NULL) {
     heap_collect(h, true);
     pg = large_span(h, slices, align_slices, size, sampled);

@@ -12,8 +12,6 @@
  *   | segments, outbox[4]           |  owner thread only
  *   | ccache[52]: freed blocks of   |  classes above DIRECT_MAX: a stack
  *   |   each class, 1..8            |  of pointers per class
- *   | lcache: spans of large blocks|  slots taken by exchange (the
- *   |   freed, up to 8, 1 MiB       |  background thread empties idle ones)
  *   +-------------------------------+  own cache line:
  *   | inbox (atomic)                |  remote frees pushed by any thread
  *   | parked, inbox_watched,        |  an idle owner's inbox taken and
@@ -22,9 +20,7 @@
  *
  * Cross-thread rules:
  *  - Only the owner (the thread whose id is in `tid`, or the thread that
- *    won state ABANDONED -> BUSY) touches anything but inbox and state,
- *    and the large-block cache's slots, which the background thread may
- *    empty (large_cache.h).
+ *    won state ABANDONED -> BUSY) touches anything but inbox and state.
  *  - inbox = block list | generation << 48. Pushers CAS with release after
  *    linking their batch; the owner takes the list with one exchange
  *    (acq_rel), leaving the generation. A push whose generation no longer
@@ -114,28 +110,6 @@ typedef struct class_cache_s {
 
 #define CLASS_CACHE_COUNT (CLASS_COUNT - CLASS_CACHE_FIRST)
 
-/* Spans of large blocks its owner freed, kept for the owner's next large
- * blocks of the same size without the set's lock (large_cache.h). A slot
- * is emptied by an exchange, by the owner taking its span or by the
- * background thread giving back one that sat unused for a purge delay;
- * only the owner fills one. The owner's view (room, slices, used, of_slices, held) may
- * still count a slot the background thread emptied; seen and seen_ms are
- * the background thread's. */
-typedef struct large_cache_s {
-  _Alignas(BRISK_CACHELINE) _Atomic(page_t *) slot[LARGE_CACHE_SLOTS];
-  uint32_t room[LARGE_CACHE_SLOTS];   /* slot i's span's tail_pages in bytes */
-  uint8_t slices[LARGE_CACHE_SLOTS];
-  uint32_t used;                      /* bit i: slot i holds a span */
-  uint8_t of_slices[SPAN_CACHE_SPAN_MAX + 1]; /* bit i: slot i's span has that many slices */
-  uint32_t held;                      /* their slices */
-  uint32_t gave_back_seen;            /* gave_back at the owner's last view_sync */
-  _Atomic(int) watched;               /* set by a put, cleared by the background
-                                         thread when it finds every slot empty */
-  _Atomic(uint32_t) gave_back;        /* spans the background thread gave back */
-  _Alignas(BRISK_CACHELINE) page_t *seen[LARGE_CACHE_SLOTS];
-  uint64_t seen_ms[LARGE_CACHE_SLOTS];
-} large_cache_t;
-
 typedef struct heap_s {
   page_t *direct[DIRECT_SLOTS];
   uintptr_t tid;
@@ -146,7 +120,6 @@ typedef struct heap_s {
   segment_set_t segments;
   outbox_slot_t outbox[OUTBOX_SLOTS];
   class_cache_t ccache[CLASS_CACHE_COUNT]; /* classes CLASS_CACHE_FIRST.. */
-  large_cache_t lcache;
   uint32_t outbox_pending;    /* slots with blocks */
   int32_t pages_pending;      /* page events not yet in the process counters */
   int32_t large_pending;

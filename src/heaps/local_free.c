@@ -2,7 +2,6 @@
  * count of used blocks reaches notify_at. */
 #include "heaps/local_free.h"
 
-#include "heaps/large_cache.h"
 #include "heaps/sample.h"
 #include "runtime/background.h"
 #include "segments/segment.h"
@@ -29,7 +28,7 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
       sample_freed_owned(pg, h);
       span_free_uncached(&h->segments, pg);
-    } else if (!large_cache_put(h, pg)) {
+    } else {
       span_free_large(&h->segments, pg);
     }
   } else {

@@ -4,7 +4,6 @@
 
 #include "base/counters.h"
 #include "base/list.h"
-#include "heaps/large_cache.h"
 #include "heaps/page.h"
 #include "runtime/background.h"
 #include "runtime/report.h"
@@ -244,12 +243,7 @@ block_t *page_take_fresh(page_t *pg) {
 }
 
 static page_t *page_new(heap_t *h, unsigned c) {
-  /* Resident memory first: the set's, then the heap's kept large spans
-   * (large_cache.h), before fresh memory. */
-  size_t slices = class_page_slices(c);
-  page_t *pg = span_alloc_resident(&h->segments, slices);
-  if (pg == NULL) pg = large_cache_take_span(h, slices);
-  if (pg == NULL) pg = span_alloc(&h->segments, slices, 1, false);
+  page_t *pg = span_alloc(&h->segments, class_page_slices(c), 1, false);
   if (pg == NULL) return NULL;
   uint32_t bs = (uint32_t)class_size(c);
   page_set_block_size(pg, bs);

@@ -10,7 +10,6 @@
  * are safe to lock (segment_set_reset); orphaned heaps (a fork's child)
  * may have been mid-update and are left alone. */
 #include "heaps/usage.h"
-#include "heaps/large_cache.h"
 
 #include "base/atomics.h"
 #include "base/counters.h"
@@ -45,18 +44,11 @@ static void set_figures(heap_t *h, usage_heap_t *f, int64_t *resident) {
     f->free_runs += __builtin_popcountll(free_mask & ~(free_mask << 1));
     *resident += slice_bytes(seg->free_slices & seg->dirty_slices);
   }
-  /* Spans in the span cache and the heap's own are in no free mask, but
-   * free and resident (a kept span's slice count changes only under the
-   * lock held here). */
-  int64_t slices = set->cached_slices, runs = set->cached_count;
-  for (unsigned i = 0; i < LARGE_CACHE_SLOTS; i++) {
-    page_t *span = atomic_load_relaxed(&h->lcache.slot[i]);
-    if (span != NULL) slices += span->slice_count, runs++;
-  }
-  int64_t cached = slices * (int64_t)SLICE_SIZE;
+  /* Spans in the span cache are in no free mask, but free and resident. */
+  int64_t cached = (int64_t)set->cached_slices * (int64_t)SLICE_SIZE;
   f->in_use -= cached;
   f->free_bytes += cached;
-  f->free_runs += runs;
+  f->free_runs += set->cached_count;
   *resident += cached;
 }
 
@@ -103,10 +95,7 @@ bool usage_trim(heap_t *mine) {
    * (their class caches and empty current pages are theirs to give back). */
   heap_list_lock();
   for (heap_t *h = heap_first(); h; h = h->next_all)
-    if (h != mine && atomic_load_relaxed(&h->state) == HEAP_OWNED) {
-      large_cache_trim(h);
-      segment_set_purge_forced(&h->segments);
-    }
+    if (h != mine && atomic_load_relaxed(&h->state) == HEAP_OWNED) segment_set_purge_forced(&h->segments);
   heap_list_unlock();
   /* Heaps without a thread: served whole, as the purger does. Not under
    * the heap-list lock: freeing their inbox may start the purger thread,

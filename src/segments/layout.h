@@ -90,10 +90,7 @@ typedef struct page_s {
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
   uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  /* A large block: where the tail the purger may purge starts, in OS pages
-   * (its block_size when it was last set under the set's lock; the heap's
-   * own cache hands the span to a block up to that size without it). */
-  uint16_t tail_pages;
+  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 14];
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */

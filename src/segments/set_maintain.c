@@ -23,16 +23,12 @@ uint64_t segments_maintain(uint64_t now, bool force) {
 }
 
 /* Purge the resident tails of the large blocks in seg->tails (under the
- * set's lock: a block grows into its tail under it too). A bit names the
- * head of a large block's span, in use or kept by its heap, whose owner
- * changes its flags and block_size without the lock (large_cache.h) but
- * never past tail_pages, which only the lock's holder sets. */
+ * set's lock: a block grows into its tail under it too). */
 static void segment_purge_tails(segment_t *seg) {
   for (uint64_t t = seg->tails; t; t &= t - 1) {
     page_t *pg = &seg->pages[__builtin_ctzll(t)];
-    size_t from = (size_t)pg->tail_pages * OS_PAGE_BYTES;
-    if (pg->span_bytes >= from + LARGE_TAIL_PURGE_MIN)
-      os_purge(pg->start + from, pg->span_bytes - from);
+    if ((pg->flags & PAGE_LARGE) && pg->span_bytes >= pg->block_size + LARGE_TAIL_PURGE_MIN)
+      os_purge(pg->start + pg->block_size, pg->span_bytes - pg->block_size);
   }
   seg->tails = 0;
 }

@@ -147,6 +147,14 @@ static void span_cache_push(segment_set_t *set, page_t *span, size_t n) {
   set->cached_slices += (uint32_t)n;
 }
 
+/* A large block's span as the cache keeps it: its descriptor marked not in
+ * use, its slices left pointing at it. */
+static void span_keep_large(page_t *span) {
+  span->flags &= (uint8_t)~PAGE_IN_USE;
+  span->reserved = 0;
+  span->capacity = 0;
+}
+
 static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
   if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
       set->cached_slices + n > SPAN_CACHE_SLICES)
@@ -373,38 +381,11 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false, false);
 }
 
-/* A span of resident memory: the span cache, resident free slices, then
- * the resident slices of a pooled segment (memory another heap gave back,
- * before fresh memory of this one); NULL if none. */
-static page_t *span_alloc_resident_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
+static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false, large);
+  /* Memory another heap gave back before fresh memory of this one. */
   if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true, large);
-  return span;
-}
-
-page_t *span_alloc_resident(segment_set_t *set, size_t slices) {
-  if (slices == 0 || slices > SLICES_PER_SEGMENT - SEGMENT_FIRST_SLICE) return NULL;
-  lock_acquire(&set->lock);
-  page_t *span = span_alloc_resident_locked(set, slices, 1, false);
-  set_unlock(set);
-  return span;
-}
-
-page_t *span_reuse_kept(segment_set_t *set, page_t *span) {
-  lock_acquire(&set->lock);
-  segment_t *seg = segment_of_page(span);
-  size_t first = span_first_slice(seg, span), n = span->slice_count;
-  uint64_t bits = slice_bits(first, n);
-  seg->tails &= ~bits;
-  seg->tails_later &= ~bits;
-  page_t *head = span_head_init(seg, first, n, false);
-  set_unlock(set);
-  return head;
-}
-
-static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
-  page_t *span = span_alloc_resident_locked(set, slices, align_slices, large);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false, large);
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, false, false, large);
 }
@@ -521,14 +502,6 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
   return r;
 }
 
-void span_release_kept_locked(segment_set_t *set, page_t *span) {
-  segment_t *seg = segment_of_page(span);
-  uint64_t bits = slice_bits(span_first_slice(seg, span), span->slice_count);
-  seg->tails &= ~bits;
-  seg->tails_later &= ~bits;
-  span_cache_drop(set, span);
-}
-
 void span_free_large_held(segment_set_t *set, page_t *span) {
   if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
     span_free_locked(set, span, true);
@@ -576,7 +549,6 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   segment_t *seg = segment_of_page(span);
   uint64_t bit = (uint64_t)1 << span_first_slice(seg, span);
   span->block_size = (uint32_t)large_usable(span, size);
-  span->tail_pages = (uint16_t)(OS_PAGE_CEIL(span->block_size) / OS_PAGE_BYTES);
   bool tail = large_has_tail(span);
   if (tail && options_purge_delay_ms() == 0) { /* at once */
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);

@@ -66,28 +66,6 @@ BRISK_INTERNAL int span_free_foreign(segment_set_t *set, segment_t *seg, page_t 
  * background thread, for a large block in an idle owner's inbox): to the
  * span cache, or to the free slices. */
 BRISK_INTERNAL void span_free_large_held(segment_set_t *set, page_t *span);
-/* A large block's span that its heap kept aside, freed (span_keep_large:
- * not in use, its slices still pointing at it): its slices go free, its
- * tail's purge is forgotten; the purge of its memory follows after the
- * delay. The caller holds the set's lock. */
-BRISK_INTERNAL void span_release_kept_locked(segment_set_t *set, page_t *span);
-/* span_alloc's span (not a sample) when one of resident memory is to be
- * had (the span cache, resident free slices, a pooled segment's), else
- * NULL: the caller may have memory of its own to use before fresh memory
- * (a heap's kept large spans). */
-BRISK_INTERNAL page_t *span_alloc_resident(segment_set_t *set, size_t slices);
-/* A kept large block's span (below) made a new span of its slices for any
- * use: its descriptor as span_alloc gives one (not PAGE_ZERO). */
-BRISK_INTERNAL page_t *span_reuse_kept(segment_set_t *set, page_t *span);
-/* A large block's span marked as freed but kept whole, with its slices
- * pointing at it (no PAGE_IN_USE, reserved and capacity 0): a second
- * free, a usable size or a realloc of the block reads a dead page's
- * descriptor and is reported. */
-BRISK_INLINE void span_keep_large(page_t *span) {
-  span->flags &= (uint8_t)~PAGE_IN_USE;
-  span->reserved = 0;
-  span->capacity = 0;
-}
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */
