@@ -93,6 +93,15 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   class_cache_init(h);
 }
 
+/* A heap that changed hands (reused, or adopted, whose inbox its adopter
+ * drains next) starts with its inbox unwatched: a flag left set by the
+ * life or the owner before would keep the first push into its empty inbox
+ * from scheduling the background thread's look (park_watch), and a look
+ * at a heap that was not owned then was passed by. Cleared once the heap
+ * is OWNED: a round running since the heap was last owned may still set it
+ * again, and then looks at it once more. */
+static void heap_handed_over(heap_t *h) { atomic_store(&h->inbox_watched, 0); }
+
 /* A destroyed first-class heap is reused whole: its generation lives on,
  * so batches still addressed to its former life are dropped. */
 static heap_t *heap_reuse_free(uint32_t kind, uintptr_t tid) {
@@ -102,6 +111,7 @@ static heap_t *heap_reuse_free(uint32_t kind, uintptr_t tid) {
     if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
     heap_init_fields(h, kind, tid);
     atomic_store_release(&h->state, HEAP_OWNED);
+    heap_handed_over(h);
     STAT_LEVEL(heaps, 1);
     return h;
   }
@@ -136,6 +146,7 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
     h->tid = tid;
     segment_set_set_owner(&h->segments, tid);
     atomic_store_release(&h->state, HEAP_OWNED);
+    heap_handed_over(h);
     STAT_COUNT(heaps_adopted, 1);
     STAT_LEVEL(heaps, 1);
     heap_drain_inbox(h);
