@@ -20,6 +20,16 @@
  * block: the registry names it returned (or destroyed), so a late free of
  * the old block is reported as before. A pointer into a tail lies past its
  * block's end and is reported like any other.
+ *
+ * The hardened build keeps the same cache and tails. Its guard page ends
+ * the block, so a tail lies behind that guard; a freed mapping's first
+ * HUGE_CLOSED_HEAD bytes are closed (PROT_NONE) while it waits, so a use
+ * after free there faults. Not the whole block: closing and opening a
+ * resident mapping costs the kernel a walk of every page's entry, twice
+ * the time of writing the block, where these few pages cost a few
+ * microseconds. A mapping taken again is made accessible whole (its head
+ * and its old guard opened) before it is resized, as mremap needs one
+ * mapping of one kind.
  */
 #include "segments/huge.h"
 
@@ -58,11 +68,21 @@ static bool huge_retain_allowed(size_t offset) {
   return offset == SLICE_SIZE && options_purge_delay_ms() != 0;
 }
 
-/* The hardened build keeps freed huge mappings closed (PROT_NONE past the
- * header's slice), so that a use after free of a huge block still faults,
- * and keeps no tail (its guard page ends the block's mapping). */
-static bool huge_protect(segment_t *seg, bool accessible) {
-  return os_protect((uint8_t *)seg + SLICE_SIZE, seg->mapped_size - SLICE_SIZE, accessible) == 0;
+#define HUGE_CLOSED_HEAD ((size_t)256 << 10)
+
+/* Hardened: the bytes of a freed block that stay closed while its mapping
+ * waits in the cache (a page multiple: huge spans are). */
+static size_t huge_closed_head(const page_t *pg) {
+  return pg->span_bytes < HUGE_CLOSED_HEAD ? pg->span_bytes : HUGE_CLOSED_HEAD;
+}
+
+/* Hardened: a cached mapping (its block's page still describes the block
+ * that left it) made accessible whole: the closed head and the guard page
+ * that ended the block opened. */
+static bool huge_reopen(segment_t *seg) {
+  const page_t *pg = &seg->pages[0];
+  return os_protect(pg->start, huge_closed_head(pg), true) == 0 &&
+         os_protect(pg->start + pg->span_bytes, HARDENED_GUARD, true) == 0;
 }
 
 static size_t huge_retained_locked(void) { return huge_cache_bytes + huge_tail_bytes; }
@@ -223,7 +243,7 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
    * pages), and the others stay for later requests. */
   segment_t *take = fit ? fit : largest;
   if (take) huge_cache_unlink_locked(take);
-  if (fit && !BRISK_HARDENED && take->mapped_size > need &&
+  if (fit && take->mapped_size > need &&
       huge_make_room_locked(take->mapped_size - need, HUGE_CACHE_SLOTS, &drop)) {
     /* Counted as a tail from now; huge_alloc links it once the header is
      * written. */
@@ -235,8 +255,15 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
   huge_unmap_list(drop);
   if (take == NULL) return NULL;
   /* Hardened: opened whole first (mremap needs one mapping of one kind);
-   * its guard page is placed again by huge_alloc. */
-  if (BRISK_HARDENED && !huge_protect(take, true)) {
+   * huge_alloc places the guard page again. */
+  if (BRISK_HARDENED && !huge_reopen(take)) {
+    if (*tail) { /* no tail after all */
+      lock_acquire(&huge_guard);
+      huge_tail_bytes -= *tail;
+      STAT_LEVEL(huge_retained, -(int64_t)*tail);
+      lock_release(&huge_guard);
+      *tail = 0;
+    }
     huge_unmap(take);
     return NULL;
   }
@@ -262,7 +289,8 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
 static bool huge_cache_put(segment_t *seg) {
   size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
   if (!huge_retain_allowed(offset) || seg->mapped_size > HUGE_RETAIN_MAX) return false;
-  if (BRISK_HARDENED && !huge_protect(seg, false)) return false;
+  if (BRISK_HARDENED && os_protect(seg->pages[0].start, huge_closed_head(&seg->pages[0]), false) != 0)
+    return false;
   registry_set((uintptr_t)seg, seg->mapped_size, segment_marker(seg));
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
   atomic_store_relaxed(&seg->owner_tid, 0);
@@ -365,42 +393,12 @@ void huge_free(page_t *pg) {
   if (!huge_cache_put(seg)) huge_unmap(seg);
 }
 
-/* The hardened build's guard page ends a huge mapping (huge_alloc): a
- * resize moves it to the new end before the block may use the old one. */
-static bool huge_guard_move(segment_t *seg, size_t old, size_t need) {
-  uint8_t *base = (uint8_t *)seg;
-  if (need < old) { /* the page before the new end becomes the guard */
-    if (os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, false) != 0) return false;
-    if (huge_shrink(seg, need)) return true;
-    os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, true);
-    return false;
-  }
-  /* Growing: the old guard joins the block (and its mapping, which mremap
-   * needs whole), then a new one ends the grown mapping. */
-  if (os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, true) != 0) return false;
-  if (!huge_grow(seg, need)) {
-    os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, false);
-    return false;
-  }
-  if (os_protect(base + need - HARDENED_GUARD, HARDENED_GUARD, false) != 0) {
-    huge_shrink(seg, old); /* back as it was: the old guard is the last page again */
-    os_protect(base + old - HARDENED_GUARD, HARDENED_GUARD, false);
-    return false;
-  }
-  registry_set((uintptr_t)seg, need, seg);
-  return true;
-}
-
-bool huge_try_resize(page_t *pg, size_t new_size) {
-  segment_t *seg = segment_of_page(pg);
-  size_t offset = (size_t)(pg->start - (uint8_t *)seg);
-  size_t page = OS_PAGE_BYTES;
-  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
-  if (new_size > SIZE_MAX - offset - page - guard) return false;
-  size_t need = ((offset + new_size + page - 1) & ~(page - 1)) + guard;
-  huge_tail_detach(seg);
+/* Resize the mapping of a huge block (its tail detached: the whole mapping
+ * is the block's) to `need` bytes; false when it cannot be done in place. */
+static bool huge_resize_mapping(segment_t *seg, page_t *pg, size_t offset, size_t need,
+                                size_t guard) {
   size_t old = seg->mapped_size;
-  if (need < old && huge_retain_allowed(offset) && !BRISK_HARDENED) {
+  if (need < old && huge_retain_allowed(offset)) {
     /* Keep the rest as the tail if the budget has room: growing back into
      * it costs nothing. */
     segment_t *drop = NULL;
@@ -416,9 +414,7 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
       return true;
     }
   }
-  if (guard != 0 && need != old) {
-    if (!huge_guard_move(seg, old, need)) return false;
-  } else if (need < old) {
+  if (need < old) {
     if (!huge_shrink(seg, need)) return false;
   } else if (need > old) {
     if (!huge_grow(seg, need)) return false;
@@ -427,6 +423,27 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
   STAT_LEVEL(huge_bytes, (int64_t)seg->mapped_size - (int64_t)old);
   pg->span_bytes = need - guard - offset;
   return true;
+}
+
+bool huge_try_resize(page_t *pg, size_t new_size) {
+  segment_t *seg = segment_of_page(pg);
+  size_t offset = (size_t)(pg->start - (uint8_t *)seg);
+  size_t page = OS_PAGE_BYTES;
+  size_t guard = BRISK_HARDENED ? HARDENED_GUARD : 0;
+  if (new_size > SIZE_MAX - offset - page - guard) return false;
+  size_t need = ((offset + new_size + page - 1) & ~(page - 1)) + guard;
+  huge_tail_detach(seg);
+  if (guard == 0) return huge_resize_mapping(seg, pg, offset, need, 0);
+  /* Hardened: the guard page that ends the block moves to the new end. It
+   * is opened first (mremap needs one mapping of one kind), and placed
+   * again at the old end if the resize fails; a refused placement leaves
+   * the block without a guard, with a warning (guard.h). */
+  uint8_t *old_guard = pg->start + pg->span_bytes;
+  bool moves = (uint8_t *)seg + need - guard != old_guard;
+  if (moves && os_protect(old_guard, guard, true) != 0) return false;
+  bool ok = huge_resize_mapping(seg, pg, offset, need, guard);
+  if (moves) guard_huge_tail(seg, ok ? need : (size_t)(old_guard + guard - (uint8_t *)seg));
+  return ok;
 }
 
 uint64_t huge_maintain(uint64_t now, bool force) {
