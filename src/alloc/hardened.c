@@ -1,5 +1,7 @@
 #include "alloc/hardened.h"
 
+#include <string.h>
+
 #include "base/atomics.h"
 #include "heaps/block.h"
 #include "heaps/page.h"
@@ -12,8 +14,21 @@ static const char *const kind_names[] = {"malloc", "operator new", "operator new
 
 void hardened_mark(void *p, enum alloc_kind kind) {
   page_t *pg;
-  uint8_t *slot = p ? hardened_kind_slot(p, &pg) : NULL;
-  if (slot != NULL) *slot = (uint8_t)kind;
+  uint8_t *slot = p ? hardened_kind_entry(registry_lookup((uintptr_t)p), p, &pg) : NULL;
+  if (slot == NULL) return;
+  if (!(pg->flags & PAGE_HUGE) && field_load_relaxed(&pg->alloc_kind) == 0) {
+    /* The page's first block of new in this life of its span: the table
+     * entries of its blocks may still hold kinds of the span's life before
+     * (blocks never released, as a destroyed heap's), which no release
+     * read while the page had only malloc's blocks. A class page's are
+     * cleared; a large span holds the one block. Only the owner hands out
+     * the page's blocks, so only it writes the flag. */
+    segment_t *seg = segment_of_page(pg);
+    if (pg->size_class != 0)
+      memset(&seg->kinds[((uintptr_t)pg->start - (uintptr_t)seg) >> 4], KIND_MALLOC, pg->span_bytes >> 4);
+    field_store_relaxed(&pg->alloc_kind, 1);
+  }
+  *slot = (uint8_t)kind;
 }
 
 static enum alloc_kind expected_kind(brisk_fn_t fn) {
@@ -42,7 +57,7 @@ static bool class_explains(size_t size, size_t alignment, unsigned c) {
 
 bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t alignment) {
   page_t *pg = NULL;
-  uint8_t *slot = hardened_kind_slot(p, &pg);
+  const uint8_t *slot = hardened_kind_slot(p, &pg);
   if (slot == NULL) return true; /* not a block: the ordinary checks report it */
   enum alloc_kind want = expected_kind(fn);
   /* A block whose first word decodes as a free-list link and whose kind is
@@ -90,6 +105,7 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
   /* Written only when it changes: most blocks are malloc's, and a store to
    * a page of the table never written faults it in (and, with other
    * threads running, shoots down their TLB entries for the zero page). */
-  if (*slot != KIND_MALLOC) *slot = KIND_MALLOC;
+  if (*slot != KIND_MALLOC) *(uint8_t *)slot = KIND_MALLOC; /* a table entry or a huge page's:
+                                                            hardened_malloc_kind is malloc's */
   return true;
 }

@@ -9,17 +9,17 @@
 #include <stddef.h>
 
 #include "alloc/free.h"
+#include "base/atomics.h"
 #include "segments/layout.h"
 #include "segments/registry.h"
 
 enum alloc_kind { KIND_MALLOC = 0, KIND_NEW = 1, KIND_NEW_ARRAY = 2 };
 
-/* The kind byte of the block at p and its page, or NULL when brisk keeps
- * none for it (not a block of an in-use span, memory brisk gave back, a
- * segment without the table). Inline: free's check reads it first.
- * hardened_kind_slot_at: the same with p's segment looked up already
- * (registry_lookup, bounds-checked). */
-BRISK_INLINE uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_t **pg_out) {
+/* The kind byte of the block at p in the segment's table (a huge block's
+ * in its page), and its page; NULL when brisk keeps none for it (not a
+ * block of an in-use span, memory brisk gave back, a segment without the
+ * table). */
+BRISK_INLINE uint8_t *hardened_kind_entry(segment_t *seg, const void *p, page_t **pg_out) {
   uintptr_t a = (uintptr_t)p;
   if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
   page_t *pg = page_of(seg, a);
@@ -29,7 +29,30 @@ BRISK_INLINE uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_
   if (seg->kinds == NULL) return NULL;
   return &seg->kinds[(a - (uintptr_t)seg) >> 4];
 }
-BRISK_INLINE uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
+
+/* A page whose alloc_kind is 0 never handed out a block of operator new or
+ * new[] in its span's life (hardened_mark sets it first): all its blocks
+ * are malloc's, and their kind is read here instead of in the table, which
+ * a release would otherwise touch once per block (a cache miss of its own
+ * on most). */
+static const uint8_t hardened_malloc_kind = KIND_MALLOC; /* known here: free's check folds it */
+
+/* The kind of the block at p, as hardened_kind_entry finds it, or
+ * hardened_malloc_kind for a page that has only malloc's blocks. Inline:
+ * free's check reads it first. hardened_kind_slot_at: the same with p's
+ * segment looked up already (registry_lookup, bounds-checked). */
+BRISK_INLINE const uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_t **pg_out) {
+  uintptr_t a = (uintptr_t)p;
+  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
+  page_t *pg = page_of(seg, a);
+  if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
+  *pg_out = pg;
+  if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
+  if (field_load_relaxed(&pg->alloc_kind) == 0) return &hardened_malloc_kind;
+  if (seg->kinds == NULL) return NULL;
+  return &seg->kinds[(a - (uintptr_t)seg) >> 4];
+}
+BRISK_INLINE const uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
   return hardened_kind_slot_at(registry_lookup((uintptr_t)p), p, pg_out);
 }
 

@@ -62,54 +62,13 @@ static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c)
   }
 }
 
-static size_t fill_length(const page_t *pg) {
-  size_t n = pg->block_size < HARDENED_FILL_MAX ? pg->block_size : HARDENED_FILL_MAX;
-  return n - sizeof(block_t);
-}
-
-/* The fill as a word. Blocks are multiples of 16 bytes, so the filled
- * part is 8, 24, 40 or 56 bytes: 1, 3, 5 or 7 whole words, each moved
- * with memcpy (one instruction; the words are user memory of any type),
- * in straight-line code (a loop costs more than the words here). */
-#define FILL_WORD (0x0101010101010101ull * HARDENED_FILL)
-#define FILL_WORDS_MAX ((HARDENED_FILL_MAX - sizeof(block_t)) / 8)
-
-static inline uint64_t word_at(const uint8_t *p, size_t i) {
-  uint64_t v;
-  memcpy(&v, p + 8 * i, 8);
-  return v;
-}
-static inline void word_set(uint8_t *p, size_t i) {
-  const uint64_t fill = FILL_WORD;
-  memcpy(p + 8 * i, &fill, 8);
-}
-_Static_assert(FILL_WORDS_MAX == 7, "the fill is 1, 3, 5 or 7 words");
-
-void page_fill_freed(const page_t *pg, block_t *b) {
-  if (pg->size_class == 0) return; /* large and huge blocks are not filled */
-  uint8_t *p = (uint8_t *)b + sizeof(block_t);
-  size_t words = fill_length(pg) / 8;
-  word_set(p, 0);
-  if (words > 1) word_set(p, 1), word_set(p, 2);
-  if (words > 3) word_set(p, 3), word_set(p, 4);
-  if (words > 5) word_set(p, 5), word_set(p, 6);
-}
-
 void page_check_fill(const page_t *pg, block_t *b) {
-  if (pg->size_class == 0) return;
-  const uint8_t *p = (const uint8_t *)b + sizeof(block_t);
-  size_t n = fill_length(pg);
-  size_t words = n / 8;
-  uint64_t bad = word_at(p, 0) ^ FILL_WORD;
-  if (words > 1) bad |= (word_at(p, 1) ^ FILL_WORD) | (word_at(p, 2) ^ FILL_WORD);
-  if (words > 3) bad |= (word_at(p, 3) ^ FILL_WORD) | (word_at(p, 4) ^ FILL_WORD);
-  if (words > 5) bad |= (word_at(p, 5) ^ FILL_WORD) | (word_at(p, 6) ^ FILL_WORD);
-  if (bad == 0) return;
-  for (size_t i = 0; i < n; i++) {
+  const uint8_t *p = (const uint8_t *)b;
+  for (size_t i = sizeof(block_t); i < pg->fill_end; i++) {
     if (p[i] != HARDENED_FILL) {
       report_error("malloc(): block %p (size class %zu) was written %zu bytes in after it was "
                    "freed: a write after free",
-                   (void *)b, (size_t)pg->block_size, i + sizeof(block_t));
+                   (void *)b, (size_t)pg->block_size, i);
       return;
     }
   }
@@ -253,6 +212,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
   pg->cached = 0;
+  if (BRISK_HARDENED) pg->fill_end = (uint8_t)(bs < HARDENED_FILL_MAX ? bs : HARDENED_FILL_MAX);
   if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;

@@ -89,8 +89,13 @@ typedef struct page_s {
   uint8_t shift;
   uint8_t slice_count;
   uint8_t flags;           /* set when the span is carved; fixed while in use */
-  uint8_t alloc_kind;     /* hardened, huge blocks: how it was allocated */
-  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 14];
+  uint8_t alloc_kind;     /* hardened: a huge block's kind; other spans: 1 once
+                             one of its blocks came from new (hardened_mark,
+                             the owner's one write while in use) */
+  uint8_t fill_end;        /* hardened, class pages: a freed block holds
+                             HARDENED_FILL in bytes 8..fill_end-1 (16, 32, 48
+                             or 64); 0: not filled (large and huge blocks) */
+  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 15];
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
