@@ -91,7 +91,10 @@ static void page_extend(page_t *pg) {
   uint32_t bs = pg->block_size;
   uint32_t n = PAGE_EXTEND_BYTES / bs;
   if (n < PAGE_EXTEND_MIN) n = PAGE_EXTEND_MIN;
-  if (BRISK_HARDENED && n < 64) n = 64; /* room to shuffle */
+  /* Hardened: 16 blocks at least, room to shuffle (16 starts times 8
+   * strides); more would make every extension of the classes from 256 B
+   * write pages no block was asked for yet (each carved block is filled). */
+  if (BRISK_HARDENED && n < 16) n = 16;
   if (n > pg->capacity - pg->reserved) n = pg->capacity - pg->reserved;
   if (n == 0) return;
   uint8_t *first = pg->start + (size_t)pg->reserved * bs;
