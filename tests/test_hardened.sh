@@ -85,6 +85,10 @@ int main(int argc, char **argv) {
     case 4: { int *a = new int; p = a; std::printf("%p\n", p); std::fflush(stdout); ::operator delete(a, 1000); break; }
     case 5: { char *b = static_cast<char *>(std::malloc(100)); p = b; std::printf("%p\n", p); std::fflush(stdout);
               std::free(b); b[20] = 1; for (int i = 0; i < 200; i++) if (std::malloc(100) == b) break; break; }
+    case 26: { /* a block of a class above 1 KiB: its heap's class cache keeps it
+                 and hands it out again */
+              char *b = static_cast<char *>(std::malloc(2000)); p = b; std::printf("%p\n", p); std::fflush(stdout);
+              std::free(b); b[30] = 1; for (int i = 0; i < 300; i++) if (std::malloc(2000) == b) break; break; }
     case 23: case 24: case 25: { /* bytes 40, 63 and 8 of a block of 64 or more:
                  each of the 16-byte parts the check reads, and its word */
               std::size_t n = mode == 25 ? 64 : 100, at = mode == 23 ? 40 : mode == 24 ? 63 : 8;
@@ -209,6 +213,7 @@ expect 22 "brisk: error: malloc(): block P (size class 48) was written 47 bytes 
 expect 23 "brisk: error: malloc(): block P (size class 112) was written 40 bytes in after it was freed: a write after free"
 expect 24 "brisk: error: malloc(): block P (size class 112) was written 63 bytes in after it was freed: a write after free"
 expect 25 "brisk: error: malloc(): block P (size class 64) was written 8 bytes in after it was freed: a write after free"
+expect 26 "brisk: error: malloc(): block P (size class 2048) was written 30 bytes in after it was freed: a write after free"
 expect 7 "brisk: error: free(P): mismatched release: the block was allocated by operator new[]"
 expect 17 "brisk: error: free(P): mismatched release: the block was allocated by operator new"
 expect 18 "brisk: error: free(P): mismatched release: the block was allocated by operator new"

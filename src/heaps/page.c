@@ -216,7 +216,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->local_free = page_list_end(pg);
   pg->cached = 0;
   if (BRISK_HARDENED) pg->fill_end = (uint8_t)(bs < HARDENED_FILL_MAX ? bs : HARDENED_FILL_MAX);
-  if (!BRISK_HARDENED && c >= CLASS_CACHE_FIRST) {
+  if (c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;
     pg->ccache = heap_class_cache(h, c);
