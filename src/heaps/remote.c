@@ -217,6 +217,11 @@ bool heap_serve_abandoned(heap_t *dst) {
   heap_retire_empty_heads(dst);
   segment_set_purge(&dst->segments, false);
   atomic_store_release(&dst->state, HEAP_ABANDONED);
+  /* What became free waits for its purge deadline, which only the
+   * background thread may keep if neither side calls brisk again (the owner
+   * is gone, this thread may sleep next): start it if that made it worth
+   * it (no lock is held here). */
+  background_poll();
   return true;
 }
 
