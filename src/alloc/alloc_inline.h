@@ -101,10 +101,10 @@ BRISK_INLINE bool hardened_release_checked(void *p, segment_t *seg, brisk_fn_t f
 /* A release through fn: the hardened build first checks how the block was
  * allocated against fn, with the segment it looked up for that (bounds
  * checked: a pointer past the registry, or NULL, takes free_raw's way).
- * Its common case, free of a block of the caller's own page that passed
- * free's tests (so a block start of an in-use page) whose span never held a
- * block of new, needs no more than the span's flag; any other goes through
- * hardened_release_checked first. */
+ * Its common case, free of a block whose span never held a block of new
+ * (where that check could find nothing to report), needs no more than the
+ * span's flag; any other release goes through hardened_release_checked
+ * first. */
 BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
   if (BRISK_HARDENED) {
     segment_t *seg = registry_lookup((uintptr_t)p);
@@ -112,14 +112,10 @@ BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
       free_raw(p, fn);
       return;
     }
-    uintptr_t a = (uintptr_t)p;
-    page_t *pg = page_of(seg, a);
-    uint64_t idx = page_block_index(pg, a - (uintptr_t)pg->start);
+    const page_t *pg = page_of(seg, (uintptr_t)p);
     if (BRISK_LIKELY(fn != FN_DELETE && fn != FN_DELETE_ARRAY && pg->alloc_kind == 0 &&
-                     !(pg->flags & PAGE_HUGE) &&
-                     atomic_load_relaxed(&seg->owner_tid) == os_thread_id() &&
-                     local_block_ok(pg, (block_t *)p, idx))) {
-      free_local(pg, (block_t *)p);
+                     !(pg->flags & PAGE_HUGE))) {
+      free_at(p, seg, fn);
       return;
     }
     if (hardened_release_checked(p, seg, fn)) free_at(p, seg, fn);
