@@ -156,7 +156,7 @@ static void span_keep_large(page_t *span) {
 }
 
 static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
-  if (BRISK_HARDENED || n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
+  if (n > SPAN_CACHE_SPAN_MAX || set->cached_n[n - 1] == SPAN_CACHE_DEPTH ||
       set->cached_slices + n > SPAN_CACHE_SLICES)
     return false;
   uint64_t delay = options_purge_delay_ms();
@@ -225,7 +225,12 @@ static page_t *span_cache_take(segment_set_t *set, size_t slices, size_t align, 
       span->flags = PAGE_IN_USE | PAGE_LARGE;
       return span;
     }
-    return span_head_init(seg, first, slices, false);
+    page_t *head = span_head_init(seg, first, slices, false);
+    /* Hardened: as span_carve, a guard at its end stays (its inside has
+     * none: it was one span). */
+    if (BRISK_HARDENED && (seg->guarded_slices & ((uint64_t)1 << (first + slices - 1))))
+      head->span_bytes -= HARDENED_GUARD;
+    return head;
   }
   return NULL;
 }
@@ -248,7 +253,7 @@ static page_t *span_cache_take_large_locked(segment_set_t *set, size_t slices) {
 static bool span_cache_put_large_locked(segment_set_t *set, page_t *span) {
   size_t n = span->slice_count;
   uint32_t slices = set->cached_slices + (uint32_t)n;
-  if (BRISK_HARDENED || set->cache_at_ms == 0 || set->cached_n[n - 1] >= SPAN_CACHE_DEPTH ||
+  if (set->cache_at_ms == 0 || set->cached_n[n - 1] >= SPAN_CACHE_DEPTH ||
       slices > SPAN_CACHE_SLICES || (slices >= PURGE_WORTH_A_THREAD && set->cached_slices < PURGE_WORTH_A_THREAD))
     return false;
   span_cache_push(set, span, n);
