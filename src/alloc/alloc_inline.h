@@ -105,20 +105,22 @@ BRISK_INLINE bool hardened_release_checked(void *p, segment_t *seg, brisk_fn_t f
  * (where that check could find nothing to report), needs no more than the
  * span's flag; any other release goes through hardened_release_checked
  * first. */
+BRISK_INTERNAL void free_hardened_checked(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
+
 BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
   if (BRISK_HARDENED) {
     segment_t *seg = registry_lookup((uintptr_t)p);
-    if (BRISK_UNLIKELY(seg == NULL)) {
-      free_raw(p, fn);
-      return;
+    if (BRISK_LIKELY(seg != NULL)) {
+      const page_t *pg = page_of(seg, (uintptr_t)p);
+      if (BRISK_LIKELY(fn != FN_DELETE && fn != FN_DELETE_ARRAY && pg->alloc_kind == 0 &&
+                       !(pg->flags & PAGE_HUGE))) {
+        free_at(p, seg, fn);
+        return;
+      }
     }
-    const page_t *pg = page_of(seg, (uintptr_t)p);
-    if (BRISK_LIKELY(fn != FN_DELETE && fn != FN_DELETE_ARRAY && pg->alloc_kind == 0 &&
-                     !(pg->flags & PAGE_HUGE))) {
-      free_at(p, seg, fn);
-      return;
-    }
-    if (hardened_release_checked(p, seg, fn)) free_at(p, seg, fn);
+    /* Out of line, so that the path above makes only tail calls (no
+     * registers to save on the way in). */
+    free_hardened_checked(p, seg, fn);
     return;
   }
   free_raw(p, fn);

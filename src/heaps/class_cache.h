@@ -30,7 +30,7 @@ BRISK_INLINE block_t *class_cache_pop(heap_t *h, unsigned c) {
   block_t *b = cc->slot[i];
   b->link = 0; /* a handed-out block must not look free to free() */
   cc->page[i]->cached--;
-  if (BRISK_HARDENED) page_check_fill_inline(cc->page[i], b);
+  if (BRISK_HARDENED) return page_check_fill_inline(cc->page[i], b);
   return b;
 }
 

@@ -62,16 +62,17 @@ static void queue_push_front(heap_t *h, page_queue_t *q, page_t *pg, unsigned c)
   }
 }
 
-void page_check_fill(const page_t *pg, block_t *b) {
+block_t *page_check_fill(const page_t *pg, block_t *b) {
   const uint8_t *p = (const uint8_t *)b;
   for (size_t i = sizeof(block_t); i < pg->fill_end; i++) {
     if (p[i] != HARDENED_FILL) {
       report_error("malloc(): block %p (size class %zu) was written %zu bytes in after it was "
                    "freed: a write after free",
                    (void *)b, (size_t)pg->block_size, i);
-      return;
+      break;
     }
   }
+  return b;
 }
 
 static uint32_t gcd(uint32_t a, uint32_t b) {
@@ -215,7 +216,10 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
   pg->cached = 0;
-  if (BRISK_HARDENED) pg->fill_end = (uint8_t)(bs < HARDENED_FILL_MAX ? bs : HARDENED_FILL_MAX);
+  if (BRISK_HARDENED) {
+    pg->fill_end = (uint8_t)(bs < HARDENED_FILL_MAX ? bs : HARDENED_FILL_MAX);
+    pg->fill_low = (uint8_t)fill_low(pg->fill_end);
+  }
   if (c >= CLASS_CACHE_FIRST) {
     /* Every free of its blocks goes through page_notify, to the cache. */
     pg->flags |= PAGE_CACHED;

@@ -26,10 +26,10 @@ BRISK_INLINE void heap_count_page(heap_t *h, int delta, bool large) {
  * pg->fill_end - 1 (past its link, 64 at most), checked when the block is
  * handed out again; page_check_fill reports a change (a write after free).
  * Inline: one word at byte 8, then for blocks of 32 bytes or more three
- * 16-byte stores or loads at 16, fill_end - 16 and max(fill_end - 32, 16)
- * (blocks are 16-byte aligned; the three overlap below 64 bytes), with no
- * branch on the block's size but the one for 16-byte blocks. */
-BRISK_INTERNAL void page_check_fill(const page_t *pg, block_t *b);
+ * 16-byte stores or loads at 16, fill_end - 16 and fill_low (blocks are
+ * 16-byte aligned; the three overlap below 64 bytes), with no branch on the
+ * block's size but the one for 16-byte blocks. */
+BRISK_INTERNAL block_t *page_check_fill(const page_t *pg, block_t *b) __attribute__((returns_nonnull));
 
 #define FILL_WORD (0x0101010101010101ull * HARDENED_FILL)
 
@@ -47,7 +47,7 @@ BRISK_INLINE void page_fill_freed(const page_t *pg, block_t *b) {
   __m128i f = _mm_set1_epi8((char)HARDENED_FILL);
   _mm_store_si128((__m128i *)(p + 16), f);
   _mm_store_si128((__m128i *)(p + end - 16), f);
-  _mm_store_si128((__m128i *)(p + fill_low(end)), f);
+  _mm_store_si128((__m128i *)(p + pg->fill_low), f);
 }
 BRISK_INLINE bool fill_intact(const page_t *pg, const block_t *b) {
   size_t end = pg->fill_end;
@@ -59,7 +59,7 @@ BRISK_INLINE bool fill_intact(const page_t *pg, const block_t *b) {
   __m128i f = _mm_set1_epi8((char)HARDENED_FILL);
   __m128i ok = _mm_cmpeq_epi8(_mm_load_si128((const __m128i *)(p + 16)), f);
   ok = _mm_and_si128(ok, _mm_cmpeq_epi8(_mm_load_si128((const __m128i *)(p + end - 16)), f));
-  ok = _mm_and_si128(ok, _mm_cmpeq_epi8(_mm_load_si128((const __m128i *)(p + fill_low(end))), f));
+  ok = _mm_and_si128(ok, _mm_cmpeq_epi8(_mm_load_si128((const __m128i *)(p + pg->fill_low)), f));
   return _mm_movemask_epi8(ok) == 0xffff;
 }
 #else
@@ -74,9 +74,12 @@ BRISK_INLINE bool fill_intact(const page_t *pg, const block_t *b) {
 }
 #endif
 
-BRISK_INLINE void page_check_fill_inline(const page_t *pg, block_t *b) {
-  if (BRISK_LIKELY(fill_intact(pg, b))) return;
-  page_check_fill(pg, b);
+/* b, once its fill is checked: page_check_fill (which reports a change and
+ * returns b) is the last call of the path that needs it, so a malloc that
+ * inlines this saves no register for it. */
+BRISK_INLINE block_t *page_check_fill_inline(const page_t *pg, block_t *b) {
+  if (BRISK_LIKELY(fill_intact(pg, b))) return b;
+  return page_check_fill(pg, b);
 }
 
 /* b onto the owner's local list (its count is the caller's). */
@@ -99,7 +102,7 @@ BRISK_INLINE block_t *page_pop(page_t *pg) {
   pg->free = block_next(b);
   page_add_used(pg, 1);
   b->link = 0; /* a handed-out block must not look free to free() */
-  if (BRISK_HARDENED) page_check_fill_inline(pg, b);
+  if (BRISK_HARDENED) return page_check_fill_inline(pg, b);
   return b;
 }
 

@@ -95,7 +95,8 @@ typedef struct page_s {
   uint8_t fill_end;        /* hardened, class pages: a freed block holds
                              HARDENED_FILL in bytes 8..fill_end-1 (16, 32, 48
                              or 64); 0: not filled (large and huge blocks) */
-  uint8_t pad_fixed_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 15];
+  uint8_t fill_low;        /* hardened: max(fill_end - 32, 16), the third
+                             16-byte part of the fill (page_fill_freed) */
   /* second cache line: the owner's */
   struct block_s *free;       /* allocation list */
   struct block_s *local_free; /* owner's frees, moved to free when it runs dry */
