@@ -76,13 +76,21 @@ static size_t huge_closed_head(const page_t *pg) {
   return pg->span_bytes < HUGE_CLOSED_HEAD ? pg->span_bytes : HUGE_CLOSED_HEAD;
 }
 
+/* Hardened: an mprotect of a cached mapping; a refusal is counted (the
+ * caller unmaps the mapping). */
+static bool huge_protect(void *p, size_t bytes, bool accessible) {
+  if (os_protect(p, bytes, accessible) == 0) return true;
+  STAT_COUNT(protect_failures, 1);
+  return false;
+}
+
 /* Hardened: a cached mapping (its block's page still describes the block
  * that left it) made accessible whole: the closed head and the guard page
  * that ended the block opened. */
 static bool huge_reopen(segment_t *seg) {
   const page_t *pg = &seg->pages[0];
-  return os_protect(pg->start, huge_closed_head(pg), true) == 0 &&
-         os_protect(pg->start + pg->span_bytes, HARDENED_GUARD, true) == 0;
+  return huge_protect(pg->start, huge_closed_head(pg), true) &&
+         huge_protect(pg->start + pg->span_bytes, HARDENED_GUARD, true);
 }
 
 static size_t huge_retained_locked(void) { return huge_cache_bytes + huge_tail_bytes; }
@@ -289,7 +297,7 @@ static segment_t *huge_cache_take(size_t need, size_t *tail) {
 static bool huge_cache_put(segment_t *seg) {
   size_t offset = (size_t)(seg->pages[0].start - (uint8_t *)seg);
   if (!huge_retain_allowed(offset) || seg->mapped_size > HUGE_RETAIN_MAX) return false;
-  if (BRISK_HARDENED && os_protect(seg->pages[0].start, huge_closed_head(&seg->pages[0]), false) != 0)
+  if (BRISK_HARDENED && !huge_protect(seg->pages[0].start, huge_closed_head(&seg->pages[0]), false))
     return false;
   registry_set((uintptr_t)seg, seg->mapped_size, segment_marker(seg));
   atomic_store_explicit(&seg->heap, NULL, memory_order_relaxed);
@@ -440,7 +448,7 @@ bool huge_try_resize(page_t *pg, size_t new_size) {
    * the block without a guard, with a warning (guard.h). */
   uint8_t *old_guard = pg->start + pg->span_bytes;
   bool moves = (uint8_t *)seg + need - guard != old_guard;
-  if (moves && os_protect(old_guard, guard, true) != 0) return false;
+  if (moves && !huge_protect(old_guard, guard, true)) return false;
   bool ok = huge_resize_mapping(seg, pg, offset, need, guard);
   if (moves) guard_huge_tail(seg, ok ? need : (size_t)(old_guard + guard - (uint8_t *)seg));
   return ok;
