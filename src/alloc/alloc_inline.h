@@ -112,7 +112,7 @@ BRISK_INLINE void free_inline(void *p, brisk_fn_t fn) {
     segment_t *seg = registry_lookup((uintptr_t)p);
     if (BRISK_LIKELY(seg != NULL)) {
       const page_t *pg = page_of(seg, (uintptr_t)p);
-      if (BRISK_LIKELY(fn != FN_DELETE && fn != FN_DELETE_ARRAY && pg->alloc_kind == 0 &&
+      if (BRISK_LIKELY(fn != FN_DELETE && fn != FN_DELETE_ARRAY && field_load_relaxed(&pg->alloc_kind) == 0 &&
                        !(pg->flags & PAGE_HUGE))) {
         free_at(p, seg, fn);
         return;

@@ -134,6 +134,12 @@ byte nfreeing;                /* ghost: free calls of small blocks under way */
 #ifdef PUSH_GUARD
 byte pushers;
 #endif
+bit watched;                  /* heap_t.inbox_watched */
+bit look_pending;             /* ghost: a background round is due for H */
+byte towatch;                 /* ghost: pushes into an empty inbox not yet
+                               * through their watch (or their serve) */
+bit adopting;                 /* ghost: an adopter's drain is still to come */
+bit owner_idle;               /* the owner went idle for good, H OWNED */
 
 byte where[NBLK];
 byte ow[NBLK];
@@ -158,7 +164,8 @@ bit owner_done;
 inline drain() {
   atomic {
     hd = inbox_head; inbox_head = NIL;
-    k = inbox_n; inbox_n = 0
+    k = inbox_n; inbox_n = 0;
+    adopting = 0
   }
   atomic {
     n = 0;
@@ -190,6 +197,94 @@ inline serve() {
   :: srv -> drain(); atomic { state = ABANDONED; srv = 0 }
   :: else
   fi
+}
+
+/* The background thread's park of H's inbox (park_chain, under the set's
+ * lock, H OWNED): one CAS that keeps the tag takes the chain; here the
+ * blocks count as back in their page (the owner frees them into it when
+ * it takes the array in; heap_destroy drops them with their life). */
+inline park() {
+  hd = inbox_head; inbox_head = NIL; k = inbox_n; inbox_n = 0;
+  n = 0;
+  do
+  :: hd != NIL ->
+     assert(n < NBLK);
+     assert(where[hd] == W_INBOX);      /* P2 */
+     assert(LIFE(hd) == g && mem == g); /* P1 */
+     where[hd] = W_PAGE;
+     n++;
+     k2 = nxt[hd]; nxt[hd] = NIL; hd = k2
+  :: else -> break
+  od;
+  assert(n == k);                       /* P2/P3 */
+  hd = 0; n = 0; k = 0; k2 = 0
+}
+
+/* park_idle_inbox, the background thread's look at H (OWNED, or
+ * ABANDONED just after the round served it), its first step: with time
+ * left out, a look at a non-empty watched inbox either looks again later
+ * (the inbox moved since the last look, or has not been still for a whole
+ * delay, or H is not OWNED, or the set's lock is busy) or, H OWNED, parks
+ * the chain and looks once more. An empty one is cleared (look_empty). */
+inline look() {
+  if
+  :: !watched ->                          /* nothing to watch: no next look */
+     /* P4: an owned heap's blocks wait unwatched only while the push
+      * that brought them is on its way to its watch, or the adopter to
+      * its drain */
+     assert(state != OWNED || inbox_head == NIL || towatch > 0 || adopting)
+  :: watched && inbox_head == NIL -> lk = 1
+  :: watched && inbox_head != NIL -> look_pending = 1  /* look again later */
+  :: watched && inbox_head != NIL && state == OWNED && seglock == 0 ->
+     park(); look_pending = 1             /* parked; one more look */
+  fi
+}
+
+/* park_idle_inbox on an empty watched inbox: the flag cleared, then the
+ * inbox read again (park_watch's store-then-load pair); set again, and
+ * looked at later, if a push came. */
+inline look_empty() {
+  if
+  :: lk == 1 ->
+     watched = 0;
+     atomic {
+       if
+       :: inbox_head == NIL -> lk = 0     /* still empty: no next look */
+       :: else -> lk = 2
+       fi
+     }
+     if
+     :: lk == 2 -> atomic { watched = 1; look_pending = 1; lk = 0 }
+     :: else
+     fi
+  :: else
+  fi
+}
+
+/* A round of the background thread (background_main takes the deadline,
+ * heaps_background_round loads H's state): an OWNED heap is looked at, an
+ * ABANDONED one served, then looked at; a heap in any other state (FREE,
+ * BUSY, RETIRED) is passed by, and its look is not scheduled again. (The
+ * round's start, the load of the state and what follows in the round's
+ * code up to its next write of H are one step: the CAS of an ABANDONED
+ * heap, which, were it to fail after the load, would only schedule a
+ * retry; a look's first loads and what it decides.) */
+inline round() {
+  atomic {
+    look_pending = 0;
+    if
+    :: state == OWNED -> look(); rs = 0
+    :: state == ABANDONED -> state = BUSY; rs = 1
+    :: else                               /* passed by */
+    fi
+  }
+  if
+  :: rs == 1 ->
+     drain();
+     atomic { state = ABANDONED; rs = 0; look() } /* a push that came while BUSY */
+  :: else
+  fi;
+  look_empty()
 }
 
 /* Drop thread t's batch: its life has ended, its blocks went with it. */
@@ -252,6 +347,10 @@ inline push(t) {
              :: else -> break
              od;
              inbox_n = inbox_n + s_cnt[t];
+             if
+             :: ph == NIL -> first = 1; towatch++ /* PUSH_FIRST */
+             :: else
+             fi;
              ok = 1
           :: else ->                                          /* CAS fails: reload */
              ph = inbox_head; pt = inbox_tag
@@ -266,7 +365,34 @@ inline push(t) {
     s_head[t] = NIL; s_tail[t] = NIL; s_cnt[t] = 0; s_life[t] = 0;
     ph = 0; pt = 0; ok = 0; hd = 0; n = 0
   }
-  serve()
+  /* inbox_pushed: an ABANDONED heap is served; else a push into an empty
+   * inbox has it watched (park_watch). (A dropped batch does neither:
+   * only a first-class heap drops, and it is never ABANDONED.) */
+  atomic {
+    if
+    :: state == ABANDONED -> state = BUSY; srv = 1;
+       if
+       :: first -> towatch--; first = 0
+       :: else
+       fi
+    :: else -> srv = 0
+    fi
+  }
+  if
+  :: srv -> drain(); atomic { state = ABANDONED; srv = 0 }
+  :: else ->
+     if
+     :: first ->
+        atomic {
+          if
+          :: !watched -> watched = 1; look_pending = 1 /* background_schedule */
+          :: else                                       /* watched: a look is due */
+          fi;
+          towatch--; first = 0
+        }
+     :: else
+     fi
+  fi
 }
 
 /* heap_remote_free: b joins thread t's batch */
@@ -349,6 +475,10 @@ proctype Owner() {
      :: /* heap_reuse_free: CAS FREE -> BUSY, heap_init_fields, OWNED */
         atomic { state == FREE -> state = BUSY }
         atomic { mem = g; state = OWNED }
+#ifndef NO_HANDOVER_CLEAR
+        watched = 0;                         /* heap_handed_over */
+#endif
+        skip
      :: break                                /* left FREE */
      fi
   /* thread exit (a thread's heap): heap_abandon */
@@ -359,20 +489,26 @@ proctype Owner() {
      serve();                                /* frees that arrived meanwhile */
      if
      :: /* a new thread: heap_adopt_abandoned */
-        atomic { state == ABANDONED -> state = BUSY }
+        atomic { state == ABANDONED -> state = BUSY; adopting = 1 }
         state = OWNED;
+#ifndef NO_HANDOVER_CLEAR
+        watched = 0;                         /* heap_handed_over */
+#endif
         drain()
      :: break                                /* no thread adopts it */
      fi
   /* the program stops using H, its frees done: later slow paths drain */
   :: freers_done == NT -> drain(); break
+  /* the owner goes idle for good (sleeps, or never allocates again): its
+   * inbox waits for the background thread */
+  :: owner_idle = 1; break
   od;
   owner_done = 1
 }
 
 proctype Freer(byte t) {
   byte b, tag, ph, pt, hd, n, k, k2;
-  bit ok, srv, rt, lg;
+  bit ok, srv, rt, lg, first;
   do
   /* free of a block of H from this thread: free_remote. The tag is
    * that of the block's life, which its segment keeps (the life of H it
@@ -434,17 +570,25 @@ proctype Freer(byte t) {
 }
 
 proctype Background() {
-  byte hd, n, k, k2;
-  bit srv;
+  byte hd, n, k, k2, lk, rs;
+  /* a round: one that is due (look_pending), or one run for other
+   * deadlines (only when it serves H) */
   do
-  :: state == ABANDONED -> serve()           /* heaps_background_round */
+  :: look_pending || state == ABANDONED -> round()
   :: owner_done && freers_done == NT -> break
   od;
 #ifndef NO_FINAL_SERVE
-  serve();                                   /* a later round */
+  if
+  :: state == ABANDONED -> round()           /* a later round serves it */
+  :: else                                    /* no look that is not due */
+  fi;
 #else
   skip;
 #endif
+  /* P4 at the end: an owned heap's blocks never wait in its inbox with
+   * no look to come */
+  assert(state != OWNED || inbox_head == NIL || look_pending);
+  assert(state != OWNED || inbox_head == NIL || watched);
   /* P3 at the end */
   d_step {
     hd = 0;
@@ -452,7 +596,8 @@ proctype Background() {
     :: hd < NBLK ->
        assert(where[hd] == W_NEW || where[hd] == W_PAGE || where[hd] == W_ALLOC ||
               where[hd] == W_DROPPED ||
-              (where[hd] == W_OUTBOX && idle[ow[hd]]));
+              (where[hd] == W_OUTBOX && idle[ow[hd]]) ||
+              (where[hd] == W_INBOX && state == OWNED && owner_idle));
        hd++
     :: else -> break
     od;
