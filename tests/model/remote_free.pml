@@ -5,20 +5,25 @@
  *   gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c
  *   ./pan -m10000
  *
- * The protocol (src/remote.c, src/remote.h, src/free.c, src/heap.c, src/heap_types.h;
- * docs/DESIGN.md, "Threads and ownership"):
+ * The protocol (src/heaps/remote.c, src/heaps/remote.h, src/alloc/free.c,
+ * src/heaps/heap.c, src/heaps/park.c, src/heaps/heap_types.h; docs/DESIGN.md,
+ * "Threads and ownership"):
  *
  *   H, one heap object: its generation g (heap_t.generation, full width)
  *     and its inbox word (list, tag), tag = g mod TAGS (TAGS = 65536 in the
  *     code: the 16 bits above INBOX_GEN_SHIFT; small here, so that the wrap
- *     is reachable). Each life of H (the time between heap_create or
- *     heap_reuse_free and heap_destroy) has a generation of its own.
+ *     is reachable), and the inbox's watch flag (heap_t.inbox_watched).
+ *     Each life of H (the time between heap_create or heap_reuse_free and
+ *     heap_destroy) has a generation of its own.
  *   Owner (proctype Owner): H's owner thread. H is either a first-class
  *     heap (HEAP_KIND_USER: its lives end with heap_destroy, and the object
  *     is reused by heap_reuse_free, FREE -> BUSY -> OWNED, unless it was
  *     retired) or a thread's heap (HEAP_KIND_THREAD: one life; heap_abandon
  *     when its thread exits, OWNED -> ABANDONED; heap_adopt_abandoned by a
- *     new thread, ABANDONED -> BUSY -> OWNED). init picks one.
+ *     new thread, ABANDONED -> BUSY -> OWNED). init picks one. Right
+ *     after H becomes OWNED again (reused or adopted), heap_handed_over
+ *     clears the watch flag. The owner's drains leave the flag alone. The
+ *     owner may go idle for good with H OWNED, its inbox not taken in.
  *   Freer(t) (NT of them): a thread that frees H's blocks. A small block:
  *     free_remote / free_remote_uncommon take the tag of the block's life
  *     from its segment (segment_t.heap_generation, the life it joined H in);
@@ -29,12 +34,21 @@
  *     when its thread runs out of a page or exits, or never, if the thread
  *     goes idle for good. A large block is linked the same way and its
  *     batch handed over at once (heap_remote_free's urgent flush). (A huge
- *     block, freed under the set's lock, and the background thread's
- *     parking of an idle inbox, which takes a chain under that lock, are
- *     not modelled.)
- *   Background: heaps_background_round serves abandoned heaps (ABANDONED ->
- *     BUSY, heap_drain_inbox, -> ABANDONED) at any time; once every thread
- *     is done, one more round, then the checks at the end.
+ *     block, freed under the set's lock, is not modelled.) After a push
+ *     (inbox_pushed), an ABANDONED heap is served; else a push that found
+ *     the inbox empty (PUSH_FIRST) watches it (park_watch): if the flag is
+ *     clear, it sets it and schedules a look (background_schedule).
+ *   Background: heaps_background_round, a round when one is due (a look
+ *     was scheduled: ghost look_pending, which the round consumes, as
+ *     background_main takes the deadline) or, when H is ABANDONED, at any
+ *     time (a round for other deadlines). H OWNED: a look (park_idle_inbox:
+ *     none if the flag is clear; an empty inbox clears it; a non-empty one
+ *     is looked at again later or parked, its chain taken under the set's
+ *     lock, then looked at again). H ABANDONED: served (ABANDONED -> BUSY,
+ *     heap_drain_inbox, -> ABANDONED), then a look. H in any other state
+ *     (FREE, BUSY, RETIRED): passed by, and no look at it is scheduled
+ *     again. Once every thread is done: one more round if H is ABANDONED
+ *     (no look that was not scheduled), then the checks at the end.
  *
  * Each life of H has NB blocks of its own memory (block b belongs to life
  * b / NB): blocks 0 and 1 small, block 2 large. where[b] (ghost state, not
@@ -52,7 +66,12 @@
  * (a free from a thread without a heap: a batch of one block pushed at
  * once, which is a free followed at once by a flush here); the owner's own
  * frees (free_local, owner-only lists); page and span reuse within a life
- * (a block is allocated at most once per life).
+ * (a block is allocated at most once per life); time: a look at a
+ * non-empty watched inbox parks it or looks again later, either at any
+ * time, and a round for other deadlines comes only when H is ABANDONED;
+ * the parked arrays (a parked block counts as back in its page: the
+ * owner's take of the arrays and heap_destroy's drop of them are left
+ * out).
  *
  * Properties (assertions; pan -DSAFETY also reports invalid end states):
  *   P1 no write into the memory of a destroyed life: inbox_push's link of
@@ -64,11 +83,19 @@
  *      drain finds exactly the blocks that were pushed.
  *   P3 no block lost, every batch delivered or dropped: a batch is dropped
  *      only when its life has ended, and at the end each block the program
- *      freed is back in its page or went with its destroyed life. The one
- *      exception is the batch of a thread that went idle for good: it stays
- *      in that thread's slot (it is handed over, or dropped if its life has
+ *      freed is back in its page or went with its destroyed life. Two
+ *      exceptions: the batch of a thread that went idle for good stays in
+ *      that thread's slot (it is handed over, or dropped if its life has
  *      ended, when the thread next frees to that slot, runs out of a page
- *      or exits; until then its blocks are unavailable to their heap).
+ *      or exits; until then its blocks are unavailable to their heap); and
+ *      the inbox of H OWNED by an owner idle for good holds blocks until
+ *      the background thread parks them (P4).
+ *   P4 no block waits in an owned heap's inbox with nobody to come by: at
+ *      the end, if H is OWNED and its inbox holds blocks, a look is due and
+ *      the flag is set; and whenever a look finds the flag clear, H OWNED
+ *      and its inbox holding blocks, the push that brought them is still on
+ *      its way to its watch, or the adopter to its drain (the pusher's CAS
+ *      then load of the flag, the look's clear then load of the inbox).
  *
  * Switches (spin -DNAME -a remote_free.pml):
  *   NO_RETIRE       heap_destroy never retires H: it is reused whatever its
@@ -79,7 +106,19 @@
  *                   heap_destroy does not wait for the count to reach 0
  *                   after its exchange: a push writes its tail's link into
  *                   memory that went with a destroyed life (P1 fails);
+ *   NO_HANDOVER_CLEAR  heap_reuse_free and heap_adopt_abandoned do not
+ *                   clear the watch flag: a flag set in H's life or by its
+ *                   owner before, whose look a round passed by while H was
+ *                   FREE or BUSY, keeps the next life's (or owner's) first
+ *                   push from scheduling a look, and the idle owner's inbox
+ *                   holds its blocks with no look to come (P4 fails);
  *   NO_FINAL_SERVE  no background round once everything else is done;
+ *   SPLIT_LOOK      a look's clear of the flag and its second load of the
+ *                   inbox are steps of their own (one step otherwise), so
+ *                   that a push may land between them: park_watch's
+ *                   store-then-load pair with both sides apart (passes,
+ *                   23,877,943 states, depth 287, 43 s; the test runs the
+ *                   model without it);
  *   USER_HEAP, THREAD_HEAP  only that kind of heap;
  *   TAGS (3), NT (2), MAX_ABANDON (2): the bounds. With TAGS tags, H has
  *   at most TAGS - 1 lives (TAGS + 1 with NO_RETIRE).
@@ -184,8 +223,8 @@ inline drain() {
   }
 }
 
-/* heap_serve_abandoned (and heaps_background_round's ABANDONED case):
- * CAS ABANDONED -> BUSY, take the inbox, store ABANDONED. */
+/* heap_serve_abandoned (heap_abandon's, for frees that arrived while the
+ * thread left): CAS ABANDONED -> BUSY, take the inbox, store ABANDONED. */
 inline serve() {
   atomic {
     if
@@ -221,11 +260,13 @@ inline park() {
 }
 
 /* park_idle_inbox, the background thread's look at H (OWNED, or
- * ABANDONED just after the round served it), its first step: with time
- * left out, a look at a non-empty watched inbox either looks again later
- * (the inbox moved since the last look, or has not been still for a whole
- * delay, or H is not OWNED, or the set's lock is busy) or, H OWNED, parks
- * the chain and looks once more. An empty one is cleared (look_empty). */
+ * ABANDONED just after the round served it). Time is left out: a look at
+ * a non-empty watched inbox either looks again later (the inbox moved
+ * since the last look, or has not been still for a whole delay, or H is
+ * not OWNED, or the set's lock is busy) or, H OWNED, parks the chain and
+ * looks once more. An empty watched inbox is cleared, then read again
+ * (park_watch's store-then-load pair): one step here, two with SPLIT_LOOK
+ * (the Background's look_again). */
 inline look() {
   if
   :: !watched ->                          /* nothing to watch: no next look */
@@ -233,58 +274,43 @@ inline look() {
       * that brought them is on its way to its watch, or the adopter to
       * its drain */
      assert(state != OWNED || inbox_head == NIL || towatch > 0 || adopting)
-  :: watched && inbox_head == NIL -> lk = 1
+#ifdef SPLIT_LOOK
+  :: watched && inbox_head == NIL -> watched = 0; lk = 1
+#else
+  :: watched && inbox_head == NIL -> watched = 0  /* still empty: no next look */
+#endif
   :: watched && inbox_head != NIL -> look_pending = 1  /* look again later */
   :: watched && inbox_head != NIL && state == OWNED && seglock == 0 ->
      park(); look_pending = 1             /* parked; one more look */
   fi
 }
 
-/* park_idle_inbox on an empty watched inbox: the flag cleared, then the
- * inbox read again (park_watch's store-then-load pair); set again, and
- * looked at later, if a push came. */
-inline look_empty() {
-  if
-  :: lk == 1 ->
-     watched = 0;
-     atomic {
-       if
-       :: inbox_head == NIL -> lk = 0     /* still empty: no next look */
-       :: else -> lk = 2
-       fi
-     }
-     if
-     :: lk == 2 -> atomic { watched = 1; look_pending = 1; lk = 0 }
-     :: else
-     fi
-  :: else
-  fi
-}
-
 /* A round of the background thread (background_main takes the deadline,
- * heaps_background_round loads H's state): an OWNED heap is looked at, an
- * ABANDONED one served, then looked at; a heap in any other state (FREE,
- * BUSY, RETIRED) is passed by, and its look is not scheduled again. (The
- * round's start, the load of the state and what follows in the round's
- * code up to its next write of H are one step: the CAS of an ABANDONED
- * heap, which, were it to fail after the load, would only schedule a
- * retry; a look's first loads and what it decides.) */
+ * heaps_background_round loads H's state), up to its first step that
+ * lets others in: an OWNED heap is looked at; an ABANDONED one is taken
+ * (CAS to BUSY) to be served (serve_end), then looked at; a heap in any
+ * other state (FREE, BUSY, RETIRED) is passed by, and no look at it is
+ * scheduled again. (One step: the round's start, its load of the state
+ * and the CAS of an ABANDONED heap, which, were it to fail after the
+ * load, would only schedule a retry; a look's loads and what it
+ * decides.) */
 inline round() {
   atomic {
+    rs == 0 && lk == 0 && (look_pending || state == ABANDONED) ->
     look_pending = 0;
     if
-    :: state == OWNED -> look(); rs = 0
+    :: state == OWNED -> look()
     :: state == ABANDONED -> state = BUSY; rs = 1
     :: else                               /* passed by */
     fi
   }
-  if
-  :: rs == 1 ->
-     drain();
-     atomic { state = ABANDONED; rs = 0; look() } /* a push that came while BUSY */
-  :: else
-  fi;
-  look_empty()
+}
+
+/* The rest of a round that took an ABANDONED heap: heap_drain_inbox, the
+ * store of ABANDONED, and a look (at a push that came while it was BUSY). */
+inline serve_end() {
+  drain();
+  atomic { state = ABANDONED; rs = 0; look() }
 }
 
 /* Drop thread t's batch: its life has ended, its blocks went with it. */
@@ -366,33 +392,37 @@ inline push(t) {
     ph = 0; pt = 0; ok = 0; hd = 0; n = 0
   }
   /* inbox_pushed: an ABANDONED heap is served; else a push into an empty
-   * inbox has it watched (park_watch). (A dropped batch does neither:
-   * only a first-class heap drops, and it is never ABANDONED.) */
+   * inbox has it watched (park_watch: the flag's load and store are one
+   * step here). A dropped batch does neither (only a first-class heap
+   * drops, and it is never ABANDONED). */
   atomic {
     if
-    :: state == ABANDONED -> state = BUSY; srv = 1;
+    :: state == ABANDONED -> state = BUSY; srv = 1
+    :: else ->
        if
-       :: first -> towatch--; first = 0
-       :: else
+       :: first && !watched -> watched = 1; look_pending = 1 /* background_schedule */
+       :: else                                  /* watched: a look is due */
        fi
-    :: else -> srv = 0
+    fi;
+    if
+    :: first -> towatch--; first = 0
+    :: else
     fi
   }
   if
   :: srv -> drain(); atomic { state = ABANDONED; srv = 0 }
-  :: else ->
-     if
-     :: first ->
-        atomic {
-          if
-          :: !watched -> watched = 1; look_pending = 1 /* background_schedule */
-          :: else                                       /* watched: a look is due */
-          fi;
-          towatch--; first = 0
-        }
-     :: else
-     fi
+  :: else
   fi
+}
+
+/* heap_handed_over, right after H became OWNED (heap_reuse_free,
+ * heap_adopt_abandoned): its inbox starts unwatched. */
+inline handed_over() {
+#ifndef NO_HANDOVER_CLEAR
+  watched = 0
+#else
+  skip
+#endif
 }
 
 /* heap_remote_free: b joins thread t's batch */
@@ -474,11 +504,8 @@ proctype Owner() {
      if
      :: /* heap_reuse_free: CAS FREE -> BUSY, heap_init_fields, OWNED */
         atomic { state == FREE -> state = BUSY }
-        atomic { mem = g; state = OWNED }
-#ifndef NO_HANDOVER_CLEAR
-        watched = 0;                         /* heap_handed_over */
-#endif
-        skip
+        atomic { mem = g; state = OWNED };
+        handed_over()
      :: break                                /* left FREE */
      fi
   /* thread exit (a thread's heap): heap_abandon */
@@ -491,9 +518,7 @@ proctype Owner() {
      :: /* a new thread: heap_adopt_abandoned */
         atomic { state == ABANDONED -> state = BUSY; adopting = 1 }
         state = OWNED;
-#ifndef NO_HANDOVER_CLEAR
-        watched = 0;                         /* heap_handed_over */
-#endif
+        handed_over();
         drain()
      :: break                                /* no thread adopts it */
      fi
@@ -570,16 +595,28 @@ proctype Freer(byte t) {
 }
 
 proctype Background() {
-  byte hd, n, k, k2, lk, rs;
+  byte hd, n, k, k2, rs, lk;
   /* a round: one that is due (look_pending), or one run for other
    * deadlines (only when it serves H) */
   do
-  :: look_pending || state == ABANDONED -> round()
-  :: owner_done && freers_done == NT -> break
+  :: round()
+  :: rs == 1 -> serve_end()
+#ifdef SPLIT_LOOK
+  /* look_again: the look's second load of the inbox, after its clear of
+   * the flag; set again, and looked at later, if a push came */
+  :: atomic { lk == 1 ->
+       if
+       :: inbox_head == NIL                /* still empty: no next look */
+       :: else -> watched = 1; look_pending = 1
+       fi;
+       lk = 0
+     }
+#endif
+  :: rs == 0 && lk == 0 && owner_done && freers_done == NT -> break
   od;
 #ifndef NO_FINAL_SERVE
   if
-  :: state == ABANDONED -> round()           /* a later round serves it */
+  :: state == ABANDONED -> round(); serve_end() /* a later round serves it */
   :: else                                    /* no look that is not due */
   fi;
 #else
