@@ -42,15 +42,10 @@ static const uint8_t hardened_malloc_kind = KIND_MALLOC; /* known here: free's c
  * free's check reads it first. hardened_kind_slot_at: the same with p's
  * segment looked up already (registry_lookup, bounds-checked). */
 BRISK_INLINE const uint8_t *hardened_kind_slot_at(segment_t *seg, const void *p, page_t **pg_out) {
-  uintptr_t a = (uintptr_t)p;
-  if (seg == NULL || seg->kind == SEGMENT_RETIRED) return NULL;
-  page_t *pg = page_of(seg, a);
-  if (!(pg->flags & PAGE_IN_USE) || a < (uintptr_t)pg->start) return NULL;
-  *pg_out = pg;
-  if (pg->flags & PAGE_HUGE) return &pg->alloc_kind;
-  if (field_load_relaxed(&pg->alloc_kind) == 0) return &hardened_malloc_kind;
-  if (seg->kinds == NULL) return NULL;
-  return &seg->kinds[(a - (uintptr_t)seg) >> 4];
+  const uint8_t *entry = hardened_kind_entry(seg, p, pg_out);
+  if (entry != NULL && !((*pg_out)->flags & PAGE_HUGE) && field_load_relaxed(&(*pg_out)->alloc_kind) == 0)
+    return &hardened_malloc_kind;
+  return entry;
 }
 BRISK_INLINE const uint8_t *hardened_kind_slot(const void *p, page_t **pg_out) {
   return hardened_kind_slot_at(registry_lookup((uintptr_t)p), p, pg_out);
