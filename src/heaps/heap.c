@@ -179,6 +179,14 @@ uint64_t heaps_background_round(uint64_t now) {
       /* A push that landed after the drain, whose pusher saw the heap BUSY
        * and left it: the watch keeps a round coming for it. */
       next = deadline_earlier(next, park_idle_inbox(h, now));
+    } else if (s == HEAP_BUSY && atomic_load(&h->inbox_watched)) {
+      /* Another thread serves it (an exiting owner's abandon, a freeing
+       * thread's serve). A push that landed after its drain watched the
+       * inbox and scheduled this look; passed by, the look would be used
+       * up and the serve would leave the heap ABANDONED with the push's
+       * blocks in its inbox and no look to come. Come back once the serve
+       * is done. */
+      next = deadline_earlier(next, now + PURGE_RETRY_MS);
     }
   }
   next = deadline_earlier(next, prof_background(now));

@@ -45,10 +45,14 @@
  *     none if the flag is clear; an empty inbox clears it; a non-empty one
  *     is looked at again later or parked, its chain taken under the set's
  *     lock, then looked at again). H ABANDONED: served (ABANDONED -> BUSY,
- *     heap_drain_inbox, -> ABANDONED), then a look. H in any other state
- *     (FREE, BUSY, RETIRED): passed by, and no look at it is scheduled
- *     again. Once every thread is done: one more round if H is ABANDONED
- *     (no look that was not scheduled), then the checks at the end.
+ *     heap_drain_inbox, -> ABANDONED), then a look. H BUSY with the flag
+ *     set (another thread holds it, to serve, adopt or reuse it; a push
+ *     that landed after a serve's drain watched the inbox): retried, the
+ *     look stays due (the round comes back PURGE_RETRY_MS later). H in
+ *     any other state (FREE, RETIRED, BUSY unwatched): passed by, and no
+ *     look at it is scheduled again. Once every thread is done: the round
+ *     that is due, if one is and H is ABANDONED (none for other
+ *     deadlines), then the checks at the end.
  *
  * Each life of H has NB blocks of its own memory (block b belongs to life
  * b / NB): blocks 0 and 1 small, block 2 large. where[b] (ghost state, not
@@ -96,6 +100,10 @@
  *      and its inbox holding blocks, the push that brought them is still on
  *      its way to its watch, or the adopter to its drain (the pusher's CAS
  *      then load of the flag, the look's clear then load of the inbox).
+ *   P5 no block waits in an abandoned heap's inbox with no look to come:
+ *      at the end, after the round that is due (if any), if H is ABANDONED
+ *      and its inbox holds blocks, a look is due. (A round for other
+ *      deadlines would serve it too, but nothing promises one.)
  *
  * Switches (spin -DNAME -a remote_free.pml):
  *   NO_RETIRE       heap_destroy never retires H: it is reused whatever its
@@ -107,17 +115,28 @@
  *                   after its exchange: a push writes its tail's link into
  *                   memory that went with a destroyed life (P1 fails);
  *   NO_HANDOVER_CLEAR  heap_reuse_free and heap_adopt_abandoned do not
- *                   clear the watch flag: a flag set in H's life or by its
- *                   owner before, whose look a round passed by while H was
- *                   FREE or BUSY, keeps the next life's (or owner's) first
- *                   push from scheduling a look, and the idle owner's inbox
- *                   holds its blocks with no look to come (P4 fails);
- *   NO_FINAL_SERVE  no background round once everything else is done;
+ *                   clear the watch flag: a flag set in H's life before,
+ *                   whose look a round passed by while H was FREE, keeps
+ *                   the next life's first push from scheduling a look, and
+ *                   the idle owner's inbox holds its blocks with no look to
+ *                   come (P4 fails; with THREAD_HEAP it passes: a round
+ *                   retries H BUSY in an adoption, and a flag set before is
+ *                   looked at once H is OWNED);
+ *   NO_BUSY_RETRY   a round passes a BUSY heap by, its flag set or not: the
+ *                   look scheduled by a push that landed after the drain of
+ *                   an exiting owner's (or a freeing thread's) serve is
+ *                   used up, the serve stores ABANDONED, and the push's
+ *                   blocks wait in the inbox with no look to come (P5
+ *                   fails; the test runs it with THREAD_HEAP, where the
+ *                   search finds it at once);
+ *   NO_FINAL_SERVE  no background round once everything else is done: an
+ *                   ABANDONED heap's blocks stay in its inbox, their look
+ *                   due (P3 fails);
  *   SPLIT_LOOK      a look's clear of the flag and its second load of the
  *                   inbox are steps of their own (one step otherwise), so
  *                   that a push may land between them: park_watch's
  *                   store-then-load pair with both sides apart (passes,
- *                   23,877,943 states, depth 287, 43 s; the test runs the
+ *                   23,114,429 states, depth 287, 45 s; the test runs the
  *                   model without it);
  *   USER_HEAP, THREAD_HEAP  only that kind of heap;
  *   TAGS (3), NT (2), MAX_ABANDON (2): the bounds. With TAGS tags, H has
@@ -288,12 +307,15 @@ inline look() {
 /* A round of the background thread (background_main takes the deadline,
  * heaps_background_round loads H's state), up to its first step that
  * lets others in: an OWNED heap is looked at; an ABANDONED one is taken
- * (CAS to BUSY) to be served (serve_end), then looked at; a heap in any
- * other state (FREE, BUSY, RETIRED) is passed by, and no look at it is
- * scheduled again. (One step: the round's start, its load of the state
- * and the CAS of an ABANDONED heap, which, were it to fail after the
- * load, would only schedule a retry; a look's loads and what it
- * decides.) */
+ * (CAS to BUSY) to be served (serve_end), then looked at; a BUSY one
+ * whose flag is set (another thread holds it, to serve, adopt or reuse
+ * it; a push that landed after a serve's drain watched it) is retried:
+ * the look stays due (the round comes back PURGE_RETRY_MS later); a heap
+ * in any other state (FREE, RETIRED, BUSY unwatched) is passed by, and
+ * no look at it is scheduled again. (One step: the round's start, its
+ * loads of the state and of the flag and the CAS of an ABANDONED heap,
+ * which, were it to fail after the load, would only schedule a retry; a
+ * look's loads and what it decides.) */
 inline round() {
   atomic {
     rs == 0 && lk == 0 && (look_pending || state == ABANDONED) ->
@@ -301,6 +323,9 @@ inline round() {
     if
     :: state == OWNED -> look()
     :: state == ABANDONED -> state = BUSY; rs = 1
+#ifndef NO_BUSY_RETRY
+    :: state == BUSY && watched -> look_pending = 1  /* retried */
+#endif
     :: else                               /* passed by */
     fi
   }
@@ -312,6 +337,20 @@ inline serve_end() {
   drain();
   atomic { state = ABANDONED; rs = 0; look() }
 }
+
+#ifdef SPLIT_LOOK
+/* look_again: the look's second load of the inbox, after its clear of
+ * the flag; set again, and looked at later, if a push came */
+inline look_again() {
+  atomic { lk == 1 ->
+    if
+    :: inbox_head == NIL                  /* still empty: no next look */
+    :: else -> watched = 1; look_pending = 1
+    fi;
+    lk = 0
+  }
+}
+#endif
 
 /* Drop thread t's batch: its life has ended, its blocks went with it. */
 inline drop_batch(t) {
@@ -602,30 +641,34 @@ proctype Background() {
   :: round()
   :: rs == 1 -> serve_end()
 #ifdef SPLIT_LOOK
-  /* look_again: the look's second load of the inbox, after its clear of
-   * the flag; set again, and looked at later, if a push came */
-  :: atomic { lk == 1 ->
-       if
-       :: inbox_head == NIL                /* still empty: no next look */
-       :: else -> watched = 1; look_pending = 1
-       fi;
-       lk = 0
-     }
+  :: look_again()
 #endif
   :: rs == 0 && lk == 0 && owner_done && freers_done == NT -> break
   od;
+  /* Every other process is done: the round that is due, if one is and H
+   * is ABANDONED, to its end; none for other deadlines. One is enough:
+   * its drain leaves the inbox empty, nobody pushes any more, and its
+   * look schedules no other (checked). */
 #ifndef NO_FINAL_SERVE
   if
-  :: state == ABANDONED -> round(); serve_end() /* a later round serves it */
-  :: else                                    /* no look that is not due */
+  :: state == ABANDONED && look_pending ->
+     round(); serve_end();
+#ifdef SPLIT_LOOK
+     if
+     :: lk == 1 -> look_again()
+     :: else
+     fi;
+#endif
+     assert(!look_pending)
+  :: else
   fi;
-#else
-  skip;
 #endif
   /* P4 at the end: an owned heap's blocks never wait in its inbox with
    * no look to come */
   assert(state != OWNED || inbox_head == NIL || look_pending);
   assert(state != OWNED || inbox_head == NIL || watched);
+  /* P5: nor an abandoned heap's */
+  assert(state != ABANDONED || inbox_head == NIL || look_pending);
   /* P3 at the end */
   d_step {
     hd = 0;
