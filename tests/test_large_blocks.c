@@ -5,7 +5,8 @@
  * tail past its end once the purge delay has passed (checked page by page
  * with mincore); a freed large block's span is handed to the next block
  * of its size first (the span cache), a second free of it is reported, and
- * the cached spans go back to the OS after the delay without another call;
+ * the cached spans go back to the OS after the delay without another call,
+ * and to their slices for a larger block before it takes fresh slices;
  * a segment taken back from the pool of empty segments before its purge
  * still has its resident free slices purged after the delay. A block over
  * 2 MiB is mapped with MADV_NOHUGEPAGE like segments, and with
@@ -185,8 +186,8 @@ static void tail_purged_after_delay(void) {
 }
 
 static void span_cache(void) {
-  /* Eight blocks of two slices (128 KiB spans) fill the span cache's 16
-   * slices, which is worth starting the purger thread for. */
+  /* Eight blocks of two slices (128 KiB spans), all kept by the span
+   * cache. */
   enum { N = 8, SIZE = 100000 };
   char *p[N];
   brisk_collect(false); /* the cache starts empty (it keeps what the tests above freed) */
@@ -217,6 +218,48 @@ static void span_cache(void) {
    * purges the slices (between one and three delays: 50..150 ms). */
   size_t resident = resident_after_wait(p, N, SIZE);
   CHECK(resident == 0, "%zu pages of 8 freed 100000-byte blocks still resident 5 s later", resident);
+}
+
+/* On a thread of its own, so that its heap has one segment: the spans the
+ * cache keeps for one size go back to their slices for a larger block
+ * before it takes slices no block wrote (a program that moves on to
+ * larger blocks reuses the memory of the smaller ones), up to a block of
+ * more slices than the cache keeps spans of. */
+static void *cache_yield_round(void *arg) {
+  (void)arg;
+  enum { N = 24, SIZE = 100000 };
+  static const size_t larger[] = {200000, 1500000}; /* 3 and 23 slices */
+  char *p[N];
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    CHECK(p[i] != NULL, "malloc(%d) failed", SIZE);
+    if (!p[i]) return NULL;
+    memset(p[i], 0x50, SIZE);
+    if ((uintptr_t)p[i] < lo) lo = (uintptr_t)p[i];
+    if ((uintptr_t)p[i] + 2 * 65536 > hi) hi = (uintptr_t)p[i] + 2 * 65536;
+  }
+  for (int i = 0; i < N; i++) free(p[i]); /* all kept by the span cache */
+  char *q[2];
+  for (int k = 0; k < 2; k++) {
+    q[k] = malloc(larger[k]);
+    CHECK(q[k] != NULL, "malloc(%zu) failed", larger[k]);
+    if (!q[k]) return NULL;
+    CHECK((uintptr_t)q[k] >= lo && (uintptr_t)q[k] + larger[k] <= hi,
+          "malloc(%zu) after freeing %d blocks of %d bytes took %p, outside their %p..%p", larger[k], N, SIZE,
+          (void *)q[k], (void *)lo, (void *)hi);
+    memset(q[k], 0x60 + k, larger[k]);
+  }
+  CHECK(q[0][0] == 0x60 && q[0][larger[0] - 1] == 0x60, "the first larger block changed");
+  free(q[0]);
+  free(q[1]);
+  return NULL;
+}
+
+static void cache_yield(void) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, cache_yield_round, NULL) == 0, "pthread_create failed");
+  pthread_join(t, NULL);
 }
 
 /* On a thread of its own, so that its heap's only segment empties: blocks
@@ -365,6 +408,7 @@ int main(void) {
   grow_in_place();
   tail_purged_after_delay();
   span_cache();
+  cache_yield();
   pool_reuse_purged();
   huge_pages();
   many_segments();
@@ -374,6 +418,6 @@ int main(void) {
     return 1;
   }
   printf("test_large_blocks: fresh medium blocks untouched, usable sizes, growth in place, tail purge, span cache, "
-         "pool reuse, huge-page advice and a heap of 200 segments as documented\n");
+         "cached spans given back for larger blocks, pool reuse, huge-page advice and a heap of 200 segments as documented\n");
   return 0;
 }

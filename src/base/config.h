@@ -111,10 +111,11 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define LARGE_TAIL_PURGE_MIN ((size_t)16 * 1024)
 /* The span cache of each heap's segment set (span.c): freed spans of at
  * most SPAN_CACHE_SPAN_MAX slices, at most SPAN_CACHE_DEPTH of each size,
- * together at most SPAN_CACHE_SLICES slices (2 MiB). */
-#define SPAN_CACHE_DEPTH 8
+ * together at most SPAN_CACHE_SLICES slices (8 MiB: what a producer of
+ * large messages keeps in flight). */
+#define SPAN_CACHE_DEPTH 32
 #define SPAN_CACHE_SPAN_MAX 8
-#define SPAN_CACHE_SLICES 32
+#define SPAN_CACHE_SLICES 128
 
 /* Entries of a heap's segment directory (span.h) kept in the heap itself:
  * 8 segments (32 MiB) before it needs a mapping of its own. */

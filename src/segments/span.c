@@ -386,9 +386,28 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false, false);
 }
 
+/* A run of resident slices out of the spans the cache keeps for other
+ * sizes, before any slice that is not resident: they go back to their
+ * segments, the largest and then the oldest first, until such a run
+ * appears. (A program that moved on from one size of large block to
+ * another would otherwise fault in fresh slices while the cache held the
+ * old size's for their deadline.) */
+static BRISK_NOINLINE page_t *span_cache_yield(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
+  for (size_t n = slices - 1 < SPAN_CACHE_SPAN_MAX ? slices - 1 : SPAN_CACHE_SPAN_MAX; n >= 1; n--) {
+    while (set->cached_n[n - 1] > 0) {
+      span_cache_drop(set, span_cache_remove(set, n, 0));
+      page_t *span = span_find(set, slices, align_slices, FIND_RESIDENT, false, large);
+      if (span != NULL) return span;
+    }
+  }
+  if (set->cached_count == 0) set->cache_at_ms = 0;
+  return NULL;
+}
+
 static page_t *span_alloc_locked(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   page_t *span = set->cached_count ? span_cache_take(set, slices, align_slices, large) : NULL;
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_RESIDENT, false, large);
+  if (span == NULL && set->cached_count) span = span_cache_yield(set, slices, align_slices, large);
   /* Memory another heap gave back before fresh memory of this one. */
   if (span == NULL) span = span_alloc_new_segment(set, slices, align_slices, false, true, large);
   if (span == NULL) span = span_find(set, slices, align_slices, FIND_ANY, false, large);
