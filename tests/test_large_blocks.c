@@ -227,6 +227,12 @@ static void span_cache(void) {
  * more slices than the cache keeps spans of. */
 static void *cache_yield_round(void *arg) {
   (void)arg;
+  /* A long purge delay while it runs: a cache emptied and purged by its
+   * deadline (a thread descheduled for the delay) would send the block to
+   * any pooled segment, which is no failure of the yield. */
+  long delay = 50;
+  brisk_option_get("PURGE_DELAY", &delay);
+  CHECK(brisk_option_set("PURGE_DELAY", 60000) == 0, "brisk_option_set(PURGE_DELAY) failed");
   enum { N = 24, SIZE = 100000 };
   static const size_t larger[] = {200000, 1500000}; /* 3 and 23 slices */
   char *p[N];
@@ -253,6 +259,8 @@ static void *cache_yield_round(void *arg) {
   CHECK(q[0][0] == 0x60 && q[0][larger[0] - 1] == 0x60, "the first larger block changed");
   free(q[0]);
   free(q[1]);
+  brisk_option_set("PURGE_DELAY", delay);
+  brisk_collect(false); /* nothing kept for the long delay */
   return NULL;
 }
 

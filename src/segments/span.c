@@ -175,6 +175,7 @@ static bool span_cache_put(segment_set_t *set, page_t *span, size_t n) {
 
 /* The top of the stack of n-slice spans (not empty) leaves the cache. */
 static page_t *span_cache_pop(segment_set_t *set, size_t n) {
+  brisk_assert(n >= 1 && n <= SPAN_CACHE_SPAN_MAX && set->cached_n[n - 1] > 0);
   uint32_t top = set->cached_n[n - 1] - 1u;
   page_t *span = set->cached[n - 1][top]; /* read before the byte stores, which may alias it */
   set->cached_n[n - 1] = (uint8_t)top;
@@ -185,6 +186,7 @@ static page_t *span_cache_pop(segment_set_t *set, size_t n) {
 
 /* Entry i of the stack of n-slice spans leaves the cache. */
 static page_t *span_cache_remove(segment_set_t *set, size_t n, uint32_t i) {
+  brisk_assert(n >= 1 && n <= SPAN_CACHE_SPAN_MAX && i < set->cached_n[n - 1]);
   page_t **stack = set->cached[n - 1];
   page_t *span = stack[i];
   for (uint32_t top = set->cached_n[n - 1] - 1u; i < top; i++) stack[i] = stack[i + 1];
