@@ -294,13 +294,3 @@ void *alloc_rezalloc(void *p, size_t size) {
   return q;
 }
 
-/* free_inline's hardened release of anything but its common case: the
- * kind check first (a pointer the bounded registry lookup did not place,
- * NULL included, takes the default build's way). */
-void free_hardened_checked(void *p, segment_t *seg, brisk_fn_t fn) {
-  if (seg == NULL) {
-    free_raw(p, fn);
-    return;
-  }
-  if (hardened_release_checked(p, seg, fn)) free_at(p, seg, fn);
-}

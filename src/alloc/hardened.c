@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "alloc/free_fast.h"
 #include "base/atomics.h"
 #include "heaps/block.h"
 #include "heaps/page.h"
@@ -108,4 +109,15 @@ bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size, size_t
   if (*slot != KIND_MALLOC) *(uint8_t *)slot = KIND_MALLOC; /* a table entry or a huge page's:
                                                             hardened_malloc_kind is malloc's */
   return true;
+}
+
+/* free_inline's hardened release of anything but its common case: the
+ * kind check first (a pointer the bounded registry lookup did not place,
+ * NULL included, takes the default build's way). */
+void free_hardened_checked(void *p, segment_t *seg, brisk_fn_t fn) {
+  if (seg == NULL) {
+    free_raw(p, fn);
+    return;
+  }
+  if (hardened_release_checked(p, seg, fn)) free_at(p, seg, fn);
 }

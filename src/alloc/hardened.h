@@ -59,4 +59,28 @@ BRISK_INTERNAL void hardened_mark(void *p, enum alloc_kind kind);
 BRISK_INTERNAL bool hardened_release_ok(void *p, brisk_fn_t fn, bool sized, size_t size,
                                         size_t alignment) BRISK_NOINLINE;
 
+/* The hardened build's check of a release through fn, inline for its
+ * common case: free (or any release that expects malloc's kind, unsized)
+ * of a block whose kind byte says malloc, or that has none. That is
+ * exactly when hardened_release_ok would find nothing to report and
+ * nothing to reset; everything else takes it. fn is a constant at every
+ * call site. */
+BRISK_INLINE bool hardened_release_checked(void *p, segment_t *seg, brisk_fn_t fn) {
+  if (fn != FN_DELETE && fn != FN_DELETE_ARRAY) {
+    page_t *pg;
+    const uint8_t *slot = hardened_kind_slot_at(seg, p, &pg);
+    if (BRISK_LIKELY(slot == NULL || *slot == KIND_MALLOC)) return true;
+  }
+  return hardened_release_ok(p, fn, false, 0, 0);
+}
+
+/* A release through fn: the hardened build first checks how the block was
+ * allocated against fn, with the segment it looked up for that (bounds
+ * checked: a pointer past the registry, or NULL, takes free_raw's way).
+ * Its common case, free of a block whose span never held a block of new
+ * (where that check could find nothing to report), needs no more than the
+ * span's flag; any other release goes through hardened_release_checked
+ * first. */
+BRISK_INTERNAL void free_hardened_checked(void *p, segment_t *seg, brisk_fn_t fn) BRISK_NOINLINE;
+
 #endif
