@@ -388,12 +388,13 @@ static BRISK_NOINLINE page_t *span_alloc_sample_locked(segment_set_t *set, size_
   return span != NULL ? span : span_alloc_new_segment(set, slices, align_slices, true, false, false);
 }
 
-/* A run of resident slices out of the spans the cache keeps for other
- * sizes, before any slice that is not resident: they go back to their
- * segments, the largest and then the oldest first, until such a run
- * appears. (A program that moved on from one size of large block to
- * another would otherwise fault in fresh slices while the cache held the
- * old size's for their deadline.) */
+/* A run of resident slices out of the spans the cache keeps for smaller
+ * sizes (never its own size or larger ones, which later blocks of those
+ * sizes take back whole), before any slice that is not resident: they go
+ * back to their segments, the largest of those sizes first and the oldest
+ * of a size first, until such a run appears. (A program that moved on to
+ * larger blocks would otherwise fault in fresh slices while the cache held
+ * the smaller ones' spans for their deadline.) */
 static BRISK_NOINLINE page_t *span_cache_yield(segment_set_t *set, size_t slices, size_t align_slices, bool large) {
   for (size_t n = slices - 1 < SPAN_CACHE_SPAN_MAX ? slices - 1 : SPAN_CACHE_SPAN_MAX; n >= 1; n--) {
     while (set->cached_n[n - 1] > 0) {
