@@ -9,10 +9,13 @@
 #                                                      found, write the record
 #   scripts/fastpath_counts.sh --check [libbrisk.so]   compare brisk with the record
 #
-# The record is bench/fastpath_counts.txt. --check fails when a count
-# cannot be taken, when brisk's count grew by more than half an
-# instruction, and when it fell by more than one: then the record is out
-# of date and must be written again (run without --check and commit it).
+# The hardened build (libbrisk-hardened.so beside libbrisk.so) is counted
+# too, on the pair round (brisk-hardened.pair). The record is
+# bench/fastpath_counts.txt. --check fails when a count cannot be taken
+# (the hardened library missing included), when brisk's count grew by
+# more than half an instruction, and when it fell by more than one: then
+# the record is out of date and must be written again (run without
+# --check and commit it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
@@ -20,6 +23,9 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 lib="$(readlink -f "${1:-build/libbrisk.so}")"
 record=bench/fastpath_counts.txt
 [ -f "$lib" ] || { echo "fastpath_counts: no library at $lib"; exit 1; }
+hardened="$(dirname "${1:-build/libbrisk.so}")/libbrisk-hardened.so"
+[ -e "$hardened" ] || { echo "fastpath_counts: no hardened library at $hardened (build it first)"; exit 1; }
+hardened="$(readlink -f "$hardened")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin bench/fastpath.c -o "$tmp/fastpath"
@@ -55,16 +61,18 @@ per_round() {
 
 if [ $check = 1 ]; then
   fails=0
-  for round in "pair 32 pair" "usable 256 usable"; do
+  for round in "brisk pair 32 pair" "brisk usable 256 usable" "brisk-hardened pair 32 pair"; do
     set -- $round
-    recorded=$(awk -v k="brisk.$1" '$1 == k { print $2 }' "$record")
-    [ -n "$recorded" ] || { echo "fastpath_counts: $record has no line 'brisk.$1'"; exit 1; }
-    now=$(per_round "$lib" "$2" "$3") || exit 1
-    echo "brisk $1: $now instructions per round (recorded: $recorded)"
+    name=$1; shift
+    which="$lib"; [ "$name" = brisk ] || which="$hardened"
+    recorded=$(awk -v k="$name.$1" '$1 == k { print $2 }' "$record")
+    [ -n "$recorded" ] || { echo "fastpath_counts: $record has no line '$name.$1'"; exit 1; }
+    now=$(per_round "$which" "$2" "$3") || exit 1
+    echo "$name $1: $now instructions per round (recorded: $recorded)"
     if awk -v now="$now" -v rec="$recorded" 'BEGIN { exit !(now > rec + 0.5) }'; then
-      echo "fastpath_counts: the $1 round grew: $now > $recorded instructions"; fails=1
+      echo "fastpath_counts: $name's $1 round grew: $now > $recorded instructions"; fails=1
     elif awk -v now="$now" -v rec="$recorded" 'BEGIN { exit !(now < rec - 1) }'; then
-      echo "fastpath_counts: the $1 round is cheaper than recorded ($now < $recorded):"
+      echo "fastpath_counts: $name's $1 round is cheaper than recorded ($now < $recorded):"
       echo "  the record is out of date; write it again with scripts/fastpath_counts.sh and commit it"
       fails=1
     fi
@@ -91,6 +99,7 @@ peers+=("${extra[@]}")
   for round in "pair 32 pair" "usable 256 usable"; do
     set -- $round
     echo "brisk.$1 $(per_round "$lib" "$2" "$3")"
+    [ "$1" = pair ] && echo "brisk-hardened.$1 $(per_round "$hardened" "$2" "$3")"
     for p in "${peers[@]}"; do
       [ -n "$p" ] || continue
       v=$(per_round "${p#*=}" "$2" "$3" 2>/dev/null) || v="n/a"
