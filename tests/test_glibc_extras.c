@@ -10,7 +10,9 @@
  * says). brisk is recognised by its symbols (dlsym). Checks, with brisk:
  *   - malloc_trim(0) after freeing a burst of 96 MiB (small, large and huge
  *     blocks) returns 1 and RSS (/proc/self/statm) falls to within 8 MiB of
- *     where it was before the burst; at once again, it returns 0; the
+ *     where it was before the burst; at once again, it returns 0; with
+ *     every unmap and purge refused (fault injection) it returns 0, and 1
+ *     once the OS takes them again; the
  *     memory other threads freed goes too: that of a thread that is alive
  *     (its heap keeps a block in each segment, so what it freed are free
  *     slices of its heap) and that of a thread that has exited (its heap
@@ -153,6 +155,45 @@ static void test_trim(void) {
     free(used(malloc(opaque(300000))));
     CHECK(malloc_trim(opaque(1u << 30)) == 1, "malloc_trim(1 GiB) after a freed large block did not return 1");
   }
+  section_end();
+}
+
+/* malloc_trim says 0 when the OS refused every unmap and purge it asked
+ * for (fault injection: munmap with ENOMEM, madvise with EINVAL): nothing
+ * went back. Once the OS takes them again, the same memory goes and it
+ * says 1. */
+static void test_trim_refused(void) {
+  section("malloc_trim when the OS refuses");
+  void (*inject)(long, unsigned) = (void (*)(long, unsigned))dlsym(RTLD_DEFAULT, "brisk_fault_injection");
+  void (*kinds)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "brisk_fault_injection_calls");
+  if (!g_brisk) {
+    section_end();
+    return;
+  }
+  CHECK(inject != NULL && kinds != NULL, "brisk_fault_injection or brisk_fault_injection_calls not found");
+  if (inject == NULL || kinds == NULL) {
+    section_end();
+    return;
+  }
+  enum { N = 64 };
+  static void *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = used(malloc(opaque(256 * 1024)));
+    if (b[i]) memset(b[i], 4, 256 * 1024);
+  }
+  for (int i = 0; i < N; i++) free(b[i]);
+  double refused = json_num("unmap_failures") + json_num("purge_failures");
+  kinds(2u | 4u); /* BRISK_FAULT_MUNMAP | BRISK_FAULT_MADVISE */
+  inject(0, 0);
+  int r = malloc_trim(0);
+  inject(-1, 0);
+  kinds(1u); /* the default: mmap */
+  double now_refused = json_num("unmap_failures") + json_num("purge_failures");
+  CHECK(now_refused > refused, "test premise: no unmap or purge was refused during malloc_trim (%g, %g before)",
+        now_refused, refused);
+  CHECK(r == 0, "malloc_trim(0) returned %d with every unmap and purge refused, expected 0", r);
+  int again = malloc_trim(0);
+  CHECK(again == 1, "malloc_trim(0) returned %d once the OS took the calls again, expected 1", again);
   section_end();
 }
 
@@ -441,6 +482,7 @@ int main(int argc, char **argv) {
   if (argc == 3) return dump(argv[1], argv[2]);
   printf("[extras] the allocator's extras are %s\n", g_brisk ? "brisk's" : "glibc's (brisk not loaded)");
   test_trim();
+  test_trim_refused();
   test_trim_other_threads();
   test_mallinfo();
   test_malloc_info();

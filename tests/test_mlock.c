@@ -8,7 +8,8 @@
  * brisk_rezalloc and by realloc+the caller's check of what calloc gave
  * must read zero over every usable byte brisk promises to be zero.
  * The statistics must show refused purges (purge_failures), so the test
- * knows it reached the path it is about.
+ * knows it reached the path it is about. Last, with PURGE_DELAY 0 (a
+ * free purges at once), each free must leave errno as it was.
  *
  * Needs mlockall: as root, or with a memlock limit of a few hundred MiB;
  * otherwise it cannot run (exit 77: skipped, which fails `make test`
@@ -112,6 +113,39 @@ static void run_size(size_t size) {
   printf("test_mlock: %zu bytes: %s\n", size, failures == before ? "every zeroed block zero" : "FAILED");
 }
 
+/* A free whose purge the OS refuses (PURGE_DELAY 0: the free purges at
+ * once) leaves errno as it was: free never changes errno. */
+static void free_keeps_errno(void) {
+  if (brisk_option_set("PURGE_DELAY", 0) != 0) {
+    printf("test_mlock: FAIL: brisk_option_set(PURGE_DELAY, 0) failed\n");
+    failures++;
+    return;
+  }
+  long long before = stat_of("purge_failures");
+  static const size_t sizes[] = {20000, 300000, 1048576, 5u << 20};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    for (int k = 0; k < BLOCKS; k++) {
+      void *p = malloc(sizes[i]);
+      if (p == NULL) continue;
+      memset(p, 0x5a, sizes[i]);
+      errno = 4321;
+      free(p);
+      if (errno != 4321) {
+        printf("test_mlock: FAIL: free of %zu bytes (its purge refused) changed errno to %d (%s)\n", sizes[i], errno,
+               strerror(errno));
+        failures++;
+        break;
+      }
+    }
+  }
+  long long after = stat_of("purge_failures");
+  printf("test_mlock: free keeps errno: %lld purges refused meanwhile\n", after - before);
+  if (after <= before) {
+    printf("test_mlock: FAIL: no purge was refused while freeing: the errno check did not reach the path\n");
+    failures++;
+  }
+}
+
 int main(void) {
   if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
     int err = errno;
@@ -127,12 +161,13 @@ int main(void) {
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) run_size(sizes[i]);
   long long refused = stat_of("purge_failures");
   printf("test_mlock: purges refused by the OS: %lld\n", refused);
+  free_keeps_errno();
   if (refused <= 0) {
     printf("test_mlock: FAIL: no purge was refused: the test did not reach the path it checks\n");
     failures++;
   }
   munlockall();
-  if (failures) printf("test_mlock: FAIL: %d blocks were not zero\n", failures);
+  if (failures) printf("test_mlock: FAIL: %d checks failed\n", failures);
   else printf("test_mlock: passed\n");
   return failures ? 1 : 0;
 }

@@ -15,7 +15,8 @@
  * from its address, its size and a per-run cookie, and its whole content is
  * checked before it is freed or reallocated (and the preserved prefix after
  * a realloc). calloc'ed blocks are checked to be zero; alignment, usable size
- * and ownership (brisk_owns) are checked for every block.
+ * and ownership (brisk_owns) are checked for every block; every free must
+ * leave errno as it was.
  *
  * Pass 1 uses the prefixed API (brisk_malloc/calloc/realloc/aligned_alloc/
  * free/free_sized). Pass 2 uses the standard names (malloc, calloc, realloc,
@@ -309,12 +310,16 @@ static void free_obj(obj_t o, uint64_t *rs) {
   if (!o) return;
   check_obj(o, "before free");
   void *p = obj_ptr(o);
+  /* free keeps errno, whatever the system calls under it did (the runs
+   * under fault injection refuse them) */
+  errno = 4321;
   if (rnd(rs) % 4 == 0) {
     size_t size = (o & 15) ? (o & 15) - 1 : *(const uint64_t *)p;
     api->free_sized_(p, size);
   } else {
     api->free_(p);
   }
+  if (errno != 4321) fail("%s changed errno to %d (%s)", api->standard ? "free" : "brisk_free", errno, strerror(errno));
 }
 
 static obj_t realloc_obj(obj_t o, uint64_t *rs) {

@@ -10,6 +10,7 @@
 #include "os/platform.h"
 #include "profiler/profiler.h"
 #include "runtime/background.h"
+#include "runtime/report.h"
 #include "runtime/options.h"
 #include "runtime/report.h"
 #include "runtime/stats.h"
@@ -121,8 +122,14 @@ void process_init(void) {
     block_keys_init();
     background_init(heaps_background_round, service_thread_start);
     samplers_init();
-    os_thread_exit_init(thread_exit);
+    int key_err = os_thread_exit_init(thread_exit);
     atomic_store_release(&init_state, INIT_READY);
+    /* Without a key no exit is seen: an exiting thread's heap stays its
+     * own (its free memory is still purged, frees into it still parked),
+     * never adopted by a new thread. */
+    if (key_err != 0)
+      report_warning("no pthread key left (%s): the heaps of threads that exit are not passed on to new threads",
+                     os_error_name(key_err));
     /* May allocate (it is ready now): registered before any thread exists
      * when brisk is preloaded or linked, so a fork in any thread is safe. */
     os_atfork(fork_prepare, fork_parent, fork_child);

@@ -89,7 +89,8 @@ void usage_collect(stats_usage_t *u) {
 }
 
 bool usage_trim(heap_t *mine) {
-  int64_t purged = LOAD(purged_bytes), unmaps = LOAD(munmap_calls);
+  /* What went back: bytes purged and unmaps the OS did not refuse */
+  int64_t purged = LOAD(purged_bytes), unmaps = LOAD(munmap_calls) - LOAD(unmap_failures);
   if (mine != NULL) heap_collect(mine, true);
   /* Other owners may be running: their free slices only, under their lock
    * (their class caches and empty current pages are theirs to give back). */
@@ -112,7 +113,7 @@ bool usage_trim(heap_t *mine) {
     atomic_store_release(&h->state, HEAP_ABANDONED);
   }
   segments_maintain(os_now_ms(), true);
-  return LOAD(purged_bytes) != purged || LOAD(munmap_calls) != unmaps;
+  return LOAD(purged_bytes) != purged || LOAD(munmap_calls) - LOAD(unmap_failures) != unmaps;
 }
 
 uint64_t usage_reschedule(uint64_t now) {

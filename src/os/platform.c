@@ -59,14 +59,23 @@ static bool fault_now(uint32_t kind) {
   return (x % 1000000u) < rate;
 }
 
+/* The memory calls below return the error and leave errno as they found
+ * it: free, and every other call that succeeds, must not change errno
+ * (a failure is the caller's to report, as ENOMEM where it is one). An
+ * injected failure sets errno first, as the kernel's would. */
+#define SYSCALL_FAILED(err) (errno = (err), -1)
+
 static int map_raw(size_t size, void **out) {
+  int saved = errno;
   void *p = fault_now(OS_FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
                                       : mmap(NULL, size, PROT_READ | PROT_WRITE,
                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  int err = p == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
+  errno = saved;
   STAT_COUNT(mmap_calls, 1);
-  if (p == MAP_FAILED) {
+  if (err) {
     STAT_COUNT(map_failures, 1);
-    return errno ? errno : ENOMEM;
+    return err;
   }
   *out = p;
   return 0;
@@ -74,9 +83,11 @@ static int map_raw(size_t size, void **out) {
 
 /* Any unmap, counted in munmap_calls (and unmap_failures). */
 static int unmap_raw(void *p, size_t size) {
+  int saved = errno;
   STAT_COUNT(munmap_calls, 1);
   /* ENOMEM: the unmap would split a mapping past vm.max_map_count */
-  int err = fault_now(OS_FAULT_MUNMAP) ? ENOMEM : munmap(p, size) != 0 ? errno : 0;
+  int err = (fault_now(OS_FAULT_MUNMAP) ? SYSCALL_FAILED(ENOMEM) : munmap(p, size)) != 0 ? errno : 0;
+  errno = saved;
   if (err) STAT_COUNT(unmap_failures, 1);
   return err;
 }
@@ -98,7 +109,11 @@ static int map_aligned(size_t size, size_t align, int advice, void **out) {
   if (tail) unmap_raw((void *)(aligned + size), tail);
   p = (void *)aligned;
 done:
-  madvise(p, size, advice);
+  {
+    int saved = errno;
+    madvise(p, size, advice); /* advice only: a refusal changes nothing brisk relies on */
+    errno = saved;
+  }
   STAT_LEVEL(mapped_bytes, (int64_t)size);
   *out = p;
   return 0;
@@ -133,9 +148,11 @@ int os_unmap(void *p, size_t size) {
 }
 
 int os_purge(void *p, size_t size) {
+  int saved = errno;
   STAT_COUNT(madvise_calls, 1);
   /* EINVAL: locked pages (mlock, mlockall) cannot be dropped */
-  int err = fault_now(OS_FAULT_PURGE) ? EINVAL : madvise(p, size, MADV_DONTNEED) != 0 ? errno : 0;
+  int err = (fault_now(OS_FAULT_PURGE) ? SYSCALL_FAILED(EINVAL) : madvise(p, size, MADV_DONTNEED)) != 0 ? errno : 0;
+  errno = saved;
   if (err) {
     STAT_COUNT(purge_failures, 1);
     return err;
@@ -162,12 +179,15 @@ int os_purge(void *p, size_t size) {
 
 int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   if (new_size > old_size && !REMAP_GROWS) return ENOTSUP;
+  int saved = errno;
   void *q = fault_now(new_size > old_size ? OS_FAULT_MMAP | OS_FAULT_MREMAP : OS_FAULT_MREMAP)
                 ? (errno = ENOMEM, MAP_FAILED)
                 : mremap(p, old_size, new_size, 0);
-  if (q == MAP_FAILED) {
+  int err = q == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
+  errno = saved;
+  if (err) {
     STAT_COUNT(remap_failures, 1);
-    return errno ? errno : ENOMEM;
+    return err;
   }
   if (new_size < old_size) range_left((uint8_t *)p + new_size, old_size - new_size);
   return 0;
@@ -178,10 +198,12 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
   void *target;
   int err = os_map_aligned(new_size, align, &target); /* an aligned place, replaced below */
   if (err) return err;
+  int saved = errno;
   void *q = fault_now(OS_FAULT_MREMAP) ? (errno = ENOMEM, MAP_FAILED)
                                        : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-  if (q == MAP_FAILED) {
-    err = errno ? errno : ENOMEM;
+  err = q == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
+  errno = saved;
+  if (err) {
     STAT_COUNT(remap_failures, 1);
     /* the place made for it holds nothing: if it cannot go, it stays
      * mapped and unused (counted in unmap_failures) */
@@ -195,9 +217,13 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
 }
 
 int os_protect(void *p, size_t size, bool accessible) {
-  if (fault_now(OS_FAULT_MPROTECT)) return ENOMEM;
-  if (mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) return errno;
-  return 0;
+  int saved = errno;
+  int err = (fault_now(OS_FAULT_MPROTECT) ? SYSCALL_FAILED(ENOMEM)
+                                          : mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE)) != 0
+                ? errno
+                : 0;
+  errno = saved;
+  return err;
 }
 
 int os_reserve_table(size_t size, void **out) {
@@ -393,13 +419,18 @@ int os_thread_start(void *(*fn)(void *), void *arg) {
 }
 
 static pthread_key_t thread_exit_key;
+static bool thread_exit_ready; /* the key exists: without it, nothing is armed */
 
 int os_thread_exit_init(void (*fn)(void *)) {
-  return pthread_key_create(&thread_exit_key, fn);
+  int err = pthread_key_create(&thread_exit_key, fn);
+  thread_exit_ready = err == 0;
+  return err;
 }
 
 void os_thread_exit_arm(void *value) {
-  pthread_setspecific(thread_exit_key, value);
+  /* A key that was never created must not be set: its number is some
+   * other library's key. */
+  if (thread_exit_ready) pthread_setspecific(thread_exit_key, value);
 }
 
 #ifdef __GLIBC__

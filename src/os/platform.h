@@ -106,7 +106,9 @@ BRISK_INTERNAL void os_wake(_Atomic(uint32_t) *word);
  * be entered again, with no lock of brisk's held. */
 BRISK_INTERNAL int os_thread_start(void *(*fn)(void *), void *arg);
 
-/* Thread exit: `fn(value)` runs when a thread that armed it exits. */
+/* Thread exit: `fn(value)` runs when a thread that armed it exits. If
+ * init fails (no pthread key left), arming does nothing: no thread's
+ * exit is seen. */
 BRISK_INTERNAL int os_thread_exit_init(void (*fn)(void *));
 BRISK_INTERNAL void os_thread_exit_arm(void *value);
 BRISK_INTERNAL int os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
