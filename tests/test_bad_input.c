@@ -46,6 +46,7 @@ static void *opaque_ptr(void *p) {
 
 #include "child_expect.h"
 #include "scenario_runner.h"
+#include "vm_readv_refused.h"
 
 /* Blocks allocated before the bad call; they must be intact afterwards. */
 static const size_t k_guard_sizes[] = {8,   16,   24,   32,   32,    48,    64,     64,     64,     64, 100,
@@ -177,6 +178,31 @@ static void sc_foreign_mmap(void) {
   char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) { child_fail("mmap failed"); finish(); }
   foreign_common(m + 4096 + 64, "free", m, len, 3);
+}
+/* The same where process_vm_readv is refused (a seccomp sandbox): the
+ * header is read through brisk's pipe, and what cannot be read (an
+ * address nobody maps, a page nobody may read) is still reported, with no
+ * fault. */
+static void sandboxed(void) {
+  if (refuse_vm_readv() != 0) {
+    child_fail("cannot refuse process_vm_readv with a seccomp filter: %s", strerror(errno));
+    finish();
+  }
+}
+static void sc_foreign_garbage_sandboxed(void) {
+  sandboxed();
+  foreign_common((void *)0x12345678, "free", NULL, 0, 0);
+}
+static void sc_foreign_stack_sandboxed(void) {
+  char buf[256] __attribute__((aligned(16)));
+  sandboxed();
+  foreign_common(buf + 64, "free", buf, sizeof buf, 8);
+}
+static void sc_foreign_noaccess_sandboxed(void) {
+  char *m = mmap(NULL, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) { child_fail("mmap failed"); finish(); }
+  sandboxed();
+  foreign_common(m + 4096 + 16, "free", NULL, 0, 0);
 }
 static void sc_brisk_free_foreign(void) {
   char buf[128] __attribute__((aligned(16)));
@@ -372,6 +398,9 @@ static const scenario_t k_scenarios[] = {
     {"foreign_noncanonical", NULL, 0, 0, sc_foreign_noncanonical},
     {"foreign_code", NULL, 0, 0, sc_foreign_code},
     {"foreign_mmap", NULL, 0, 0, sc_foreign_mmap},
+    {"foreign_garbage_sandboxed", NULL, 0, 0, sc_foreign_garbage_sandboxed},
+    {"foreign_stack_sandboxed", NULL, 0, 0, sc_foreign_stack_sandboxed},
+    {"foreign_noaccess_sandboxed", NULL, 0, 0, sc_foreign_noaccess_sandboxed},
     {"brisk_free_foreign", NULL, 0, 0, sc_brisk_free_foreign},
     {"realloc_foreign", NULL, 0, 0, sc_realloc_foreign},
     {"malloc_usable_size_foreign", NULL, 0, 0, sc_usable_foreign},

@@ -10,16 +10,25 @@
  * ctest-labels: sanitize
  *
  * The checks run in a forked child whose stderr goes to a pipe; the parent
- * asserts that the child exited 0 and wrote nothing to stderr.
- * Run the checks directly (stderr not captured): test_foreign --child
+ * asserts that the child exited 0 and wrote nothing to stderr. Then again
+ * in a child whose seccomp filter refuses process_vm_readv (EPERM), where
+ * brisk reads a block's header through a pipe of its own: also after the
+ * program closed every descriptor it did not open and reused their
+ * numbers (nothing may be written into its files), and in a child forked
+ * from there.
+ * Run the checks directly (stderr not captured): test_foreign --child, or
+ * test_foreign --child-sandboxed
  */
 #define _GNU_SOURCE
 #include <brisk.h>
 
 #include "brisk_errors.h"
+#include "vm_readv_refused.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -251,6 +260,42 @@ static void test_threads(void) {
   pthread_join(t, NULL);
 }
 
+/* A sandbox that refuses process_vm_readv (EPERM, as seccomp profiles
+ * may): brisk reads a foreign block's header another way (a pipe of its
+ * own), and must still forward every glibc block silently. */
+static int sandbox_vm_readv(void) {
+  if (refuse_vm_readv() != 0) {
+    FAIL("cannot refuse process_vm_readv with a seccomp filter: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* The descriptors of brisk's pipe closed by the program (as a daemon
+ * closes every descriptor it did not open), and their numbers reused for a
+ * file of the program's: the next foreign free must not write into that
+ * file, and must still be forwarded. */
+static void test_descriptors_closed(void) {
+  void *p = __libc_malloc(200);
+  fill(p, 200, 9);
+  free(p); /* makes the pipe */
+  for (int fd = 3; fd < 256; fd++) close(fd);
+  char path[] = "/tmp/brisk-foreign-XXXXXX";
+  int f1 = mkstemp(path), f2 = open(path, O_RDWR);
+  CHECK(f1 >= 0 && f2 >= 0, "mkstemp/open failed");
+  unlink(path);
+  long before = (long)brisk_stat("foreign_frees");
+  void *q = __libc_malloc(300);
+  fill(q, 300, 10);
+  free(q);
+  struct stat st;
+  CHECK(fstat(f1, &st) == 0 && st.st_size == 0, "a file that took the numbers of brisk's closed pipe holds %lld bytes",
+        (long long)st.st_size);
+  CHECK((long)brisk_stat("foreign_frees") == before + 1, "the free after the descriptors were closed was not forwarded");
+  close(f1);
+  close(f2);
+}
+
 static int child_main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_free_and_usable();
@@ -266,8 +311,31 @@ static int child_main(void) {
   return g_fail ? 1 : 0;
 }
 
+static int sandboxed_child_main(void) {
+  if (sandbox_vm_readv() != 0) return 1;
+  int r = child_main();
+  test_descriptors_closed();
+  /* and in a child forked from here: a pipe of its own */
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_main());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the sandboxed child's own child failed (status %d)", status);
+  return r != 0 || g_fail ? 1 : 0;
+}
+
+static int run_child(int (*fn)(void), const char *what);
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
+  if (argc > 1 && strcmp(argv[1], "--child-sandboxed") == 0) return sandboxed_child_main();
+  int a = run_child(child_main, "");
+  int b = run_child(sandboxed_child_main, " with process_vm_readv refused");
+  return a || b;
+}
+
+/* fn in a forked child whose stderr must stay empty: 0 if it passed. */
+static int run_child(int (*fn)(void), const char *what) {
   int out[2], err[2];
   if (pipe(out) || pipe(err)) { perror("pipe"); return 2; }
   fflush(stdout);
@@ -278,7 +346,7 @@ int main(int argc, char **argv) {
     dup2(err[1], 2);
     close(out[0]); close(out[1]); close(err[0]); close(err[1]);
     alarm(30);
-    _exit(child_main());
+    _exit(fn());
   }
   close(out[1]);
   close(err[1]);
@@ -308,9 +376,10 @@ int main(int argc, char **argv) {
     ok = 0;
   }
   if (ok) {
-    printf("[foreign] free/realloc/malloc_usable_size of __libc_malloc/calloc/memalign/valloc blocks: ok (silent)\n");
+    printf("[foreign] free/realloc/malloc_usable_size of __libc_malloc/calloc/memalign/valloc blocks%s: ok (silent)\n",
+           what);
     return 0;
   }
-  printf("[foreign] FAILED (reproduce: build/tests/test_foreign --child)\n");
+  printf("[foreign] FAILED%s (reproduce: build/tests/test_foreign --child%s)\n", what, *what ? "-sandboxed" : "");
   return 1;
 }

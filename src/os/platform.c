@@ -16,7 +16,6 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -230,14 +229,6 @@ int os_reserve_table(size_t size, void **out) {
   return map_raw(size, out);
 }
 
-bool os_probe_read(const void *addr, void *out, size_t n) {
-  struct iovec local = {out, n};
-  struct iovec remote = {(void *)addr, n};
-  int saved = errno;
-  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-  errno = saved;
-  return got == (ssize_t)n;
-}
 
 uint64_t os_now_ms(void) {
   struct timespec ts;
