@@ -192,11 +192,26 @@ int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   return 0;
 }
 
+/* What os_remap_move writes at the start of the place it made, so that
+ * after a failed move it knows whether the place is still its own. */
+static uint64_t remap_mark(const void *target) {
+  static _Atomic(uint64_t) key;
+  uint64_t k = atomic_load_explicit(&key, memory_order_relaxed);
+  if (k == 0) {
+    os_random_bytes(&k, sizeof(k));
+    k |= 1;
+    atomic_store_explicit(&key, k, memory_order_relaxed);
+  }
+  return ((uintptr_t)target * 0x9e3779b97f4a7c15ull) ^ k;
+}
+
 int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void **out) {
   if (!REMAP_GROWS) return ENOTSUP;
   void *target;
   int err = os_map_aligned(new_size, align, &target); /* an aligned place, replaced below */
   if (err) return err;
+  uint64_t mark = remap_mark(target);
+  *(volatile uint64_t *)target = mark;
   int saved = errno;
   void *q = fault_now(OS_FAULT_MREMAP) ? (errno = ENOMEM, MAP_FAILED)
                                        : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
@@ -204,9 +219,14 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
   errno = saved;
   if (err) {
     STAT_COUNT(remap_failures, 1);
-    /* the place made for it holds nothing: if it cannot go, it stays
-     * mapped and unused (counted in unmap_failures) */
-    os_unmap(target, new_size);
+    /* Linux 6.1 (Debian 12's) unmaps the target range before checks
+     * that can still fail, and another thread's mapping may have taken
+     * the hole since: the place is unmapped only if its first word is
+     * still the mark. Unreadable: the kernel unmapped it (no longer counted). A
+     * place that cannot go stays mapped and unused (unmap_failures). */
+    uint64_t first = 0;
+    if (os_probe_read(target, &first, sizeof(first)) && first == mark) os_unmap(target, new_size);
+    else STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
     return err;
   }
   STAT_LEVEL(mapped_bytes, -(int64_t)old_size); /* counted again as new_size above */
