@@ -96,16 +96,17 @@ static int map_aligned(size_t size, size_t align, int advice, void **out) {
   int err = map_raw(size, &p);
   if (err) return err;
   if (((uintptr_t)p & (align - 1)) == 0) goto done;
-  /* Not aligned: map again with room to spare and trim both ends. */
-  unmap_raw(p, size); /* (not counted as mapped yet) */
+  /* Not aligned: map again with room to spare and trim both ends. What
+   * the OS refuses to unmap stays mapped, never touched, and counted. */
+  if (unmap_raw(p, size) != 0) STAT_LEVEL(mapped_bytes, (int64_t)size);
   if (size + align < size) return ENOMEM;
   err = map_raw(size + align, &p);
   if (err) return err;
   uintptr_t start = (uintptr_t)p;
   uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
-  if (aligned > start) unmap_raw(p, aligned - start);
+  if (aligned > start && unmap_raw(p, aligned - start) != 0) STAT_LEVEL(mapped_bytes, (int64_t)(aligned - start));
   size_t tail = (start + size + align) - (aligned + size);
-  if (tail) unmap_raw((void *)(aligned + size), tail);
+  if (tail && unmap_raw((void *)(aligned + size), tail) != 0) STAT_LEVEL(mapped_bytes, (int64_t)tail);
   p = (void *)aligned;
 done:
   {
