@@ -10,7 +10,6 @@
 #include "os/platform.h"
 #include "profiler/profiler.h"
 #include "runtime/background.h"
-#include "runtime/report.h"
 #include "runtime/options.h"
 #include "runtime/report.h"
 #include "runtime/stats.h"

@@ -223,8 +223,9 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
     /* Linux 6.1 (Debian 12's) unmaps the target range before checks
      * that can still fail, and another thread's mapping may have taken
      * the hole since: the place is unmapped only if its first word is
-     * still the mark. Unreadable: the kernel unmapped it (no longer counted). A
-     * place that cannot go stays mapped and unused (unmap_failures). */
+     * still the mark. Otherwise the kernel unmapped it: no longer
+     * counted. A place that cannot go stays mapped and unused
+     * (unmap_failures). */
     uint64_t first = 0;
     if (os_probe_read(target, &first, sizeof(first)) && first == mark) os_unmap(target, new_size);
     else STAT_LEVEL(mapped_bytes, -(int64_t)new_size);
@@ -249,7 +250,6 @@ int os_protect(void *p, size_t size, bool accessible) {
 int os_reserve_table(size_t size, void **out) {
   return map_raw(size, out);
 }
-
 
 uint64_t os_now_ms(void) {
   struct timespec ts;
