@@ -29,7 +29,7 @@
   X(thread_failures, COUNT, "background thread starts the OS refused: tried again at the next deadline") \
   X(purge_failures, COUNT, "purges the OS refused (locked memory): kept resident, not known zero") \
   X(unmap_failures, COUNT, "munmap calls the OS refused: the memory stays mapped and is kept or left unused") \
-  X(protect_failures, COUNT, "mprotect calls of guard pages the OS refused (the hardened build's guards, guarded samples' slots)") \
+  X(protect_failures, COUNT, "mprotect calls the OS refused (the hardened build's guard pages, guarded samples' slots)") \
   X(guarded_allocs, COUNT, "guarded samples handed out (BRISK_GUARD_RATE)")    \
   X(guarded_live, LEVEL, "guarded samples live")                             \
   X(huge_allocs, COUNT, "huge allocations")                                   \

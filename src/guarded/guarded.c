@@ -89,9 +89,7 @@ static bool region_setup(void) {
   size_t meta_bytes = (n * sizeof(slot_t) + PAGE - 1) & ~(PAGE - 1);
   void *region, *meta;
   if (os_map_aligned(bytes, PAGE, &region) != 0) goto fail;
-  bool closed = os_protect(region, bytes, false) == 0;
-  if (!closed) STAT_COUNT(protect_failures, 1);
-  if (!closed || os_map_aligned(meta_bytes, PAGE, &meta) != 0) {
+  if (os_protect(region, bytes, false) != 0 || os_map_aligned(meta_bytes, PAGE, &meta) != 0) {
     os_unmap(region, bytes);
     goto fail;
   }
@@ -181,8 +179,7 @@ void *guarded_alloc(size_t size, size_t alignment) {
     s->open_bytes = end - s->open;
   }
   if (os_protect((void *)s->open, s->open_bytes, true) != 0) {
-    STAT_COUNT(protect_failures, 1); /* served as usual instead */
-    lock_acquire(&lock);
+    lock_acquire(&lock); /* served as usual instead */
     atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
     fifo_push(i);
     lock_release(&lock);
@@ -268,7 +265,6 @@ void guarded_free(void *p, const char *fn) {
   }
   /* Closed, and its pages given back (they read as zero when reused). */
   if (os_protect((void *)s->open, s->open_bytes, false) != 0) {
-    STAT_COUNT(protect_failures, 1);
     report_warning("guarded samples: the block at %p cannot be closed after its free: its slot is not used again", p);
     atomic_store_explicit(&s->state, SLOT_SPENT, memory_order_relaxed);
     return;

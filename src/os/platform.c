@@ -64,13 +64,20 @@ static bool fault_now(uint32_t kind) {
  * injected failure sets errno first, as the kernel's would. */
 #define SYSCALL_FAILED(err) (errno = (err), -1)
 
+/* After a call: its error (0 if it did not fail; `fallback` if it failed
+ * without saying why), errno put back to `saved`. */
+static int call_error(bool failed, int saved, int fallback) {
+  int err = failed ? (errno ? errno : fallback) : 0;
+  errno = saved;
+  return err;
+}
+
 static int map_raw(size_t size, void **out) {
   int saved = errno;
   void *p = fault_now(OS_FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
                                       : mmap(NULL, size, PROT_READ | PROT_WRITE,
                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  int err = p == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
-  errno = saved;
+  int err = call_error(p == MAP_FAILED, saved, ENOMEM);
   STAT_COUNT(mmap_calls, 1);
   if (err) {
     STAT_COUNT(map_failures, 1);
@@ -85,8 +92,7 @@ static int unmap_raw(void *p, size_t size) {
   int saved = errno;
   STAT_COUNT(munmap_calls, 1);
   /* ENOMEM: the unmap would split a mapping past vm.max_map_count */
-  int err = (fault_now(OS_FAULT_MUNMAP) ? SYSCALL_FAILED(ENOMEM) : munmap(p, size)) != 0 ? errno : 0;
-  errno = saved;
+  int err = call_error((fault_now(OS_FAULT_MUNMAP) ? SYSCALL_FAILED(ENOMEM) : munmap(p, size)) != 0, saved, ENOMEM);
   if (err) STAT_COUNT(unmap_failures, 1);
   return err;
 }
@@ -151,8 +157,8 @@ int os_purge(void *p, size_t size) {
   int saved = errno;
   STAT_COUNT(madvise_calls, 1);
   /* EINVAL: locked pages (mlock, mlockall) cannot be dropped */
-  int err = (fault_now(OS_FAULT_PURGE) ? SYSCALL_FAILED(EINVAL) : madvise(p, size, MADV_DONTNEED)) != 0 ? errno : 0;
-  errno = saved;
+  int err = call_error((fault_now(OS_FAULT_PURGE) ? SYSCALL_FAILED(EINVAL) : madvise(p, size, MADV_DONTNEED)) != 0,
+                       saved, EINVAL);
   if (err) {
     STAT_COUNT(purge_failures, 1);
     return err;
@@ -183,8 +189,7 @@ int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
   void *q = fault_now(new_size > old_size ? OS_FAULT_MMAP | OS_FAULT_MREMAP : OS_FAULT_MREMAP)
                 ? (errno = ENOMEM, MAP_FAILED)
                 : mremap(p, old_size, new_size, 0);
-  int err = q == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
-  errno = saved;
+  int err = call_error(q == MAP_FAILED, saved, ENOMEM);
   if (err) {
     STAT_COUNT(remap_failures, 1);
     return err;
@@ -195,13 +200,14 @@ int os_remap_in_place(void *p, size_t old_size, size_t new_size) {
 
 /* What os_remap_move writes at the start of the place it made, so that
  * after a failed move it knows whether the place is still its own. */
+static _Atomic(uint64_t) remap_key;
+
 static uint64_t remap_mark(const void *target) {
-  static _Atomic(uint64_t) key;
-  uint64_t k = atomic_load_explicit(&key, memory_order_relaxed);
+  uint64_t k = atomic_load_explicit(&remap_key, memory_order_relaxed);
   if (k == 0) {
     os_random_bytes(&k, sizeof(k));
     k |= 1;
-    atomic_store_explicit(&key, k, memory_order_relaxed);
+    atomic_store_explicit(&remap_key, k, memory_order_relaxed);
   }
   return ((uintptr_t)target * 0x9e3779b97f4a7c15ull) ^ k;
 }
@@ -216,8 +222,7 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
   int saved = errno;
   void *q = fault_now(OS_FAULT_MREMAP) ? (errno = ENOMEM, MAP_FAILED)
                                        : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-  err = q == MAP_FAILED ? (errno ? errno : ENOMEM) : 0;
-  errno = saved;
+  err = call_error(q == MAP_FAILED, saved, ENOMEM);
   if (err) {
     STAT_COUNT(remap_failures, 1);
     /* Linux 6.1 (Debian 12's) unmaps the target range before checks
@@ -238,12 +243,10 @@ int os_remap_move(void *p, size_t old_size, size_t new_size, size_t align, void 
 }
 
 int os_protect(void *p, size_t size, bool accessible) {
-  int saved = errno;
-  int err = (fault_now(OS_FAULT_MPROTECT) ? SYSCALL_FAILED(ENOMEM)
-                                          : mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE)) != 0
-                ? errno
-                : 0;
-  errno = saved;
+  int saved = errno, prot = accessible ? PROT_READ | PROT_WRITE : PROT_NONE;
+  int err = call_error((fault_now(OS_FAULT_MPROTECT) ? SYSCALL_FAILED(ENOMEM) : mprotect(p, size, prot)) != 0, saved,
+                       ENOMEM);
+  if (err) STAT_COUNT(protect_failures, 1);
   return err;
 }
 

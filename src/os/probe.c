@@ -26,26 +26,21 @@ static int probe_fd[2] = {-1, -1};
 static int probe_pid;
 static struct stat probe_stat[2];
 
-static bool probe_pipe_ours(void) {
-  for (int i = 0; i < 2; i++) {
-    struct stat st;
-    if (probe_fd[i] < 0 || fstat(probe_fd[i], &st) != 0 || !S_ISFIFO(st.st_mode) ||
-        st.st_ino != probe_stat[i].st_ino || st.st_dev != probe_stat[i].st_dev)
-      return false;
-  }
-  return true;
+/* Descriptor i is still the end of the pipe brisk made (same device and
+ * inode): not closed, and not a number reused for another file. */
+static bool probe_fd_ours(int i) {
+  struct stat st;
+  return probe_fd[i] >= 0 && fstat(probe_fd[i], &st) == 0 && st.st_ino == probe_stat[i].st_ino &&
+         st.st_dev == probe_stat[i].st_dev;
 }
 
 static bool probe_pipe_ready(int pid) {
-  if (probe_pid == pid && probe_pipe_ours()) return true;
-  /* A pipe of this process that is no longer whole is closed; numbers
-   * that are no longer ours (or were the parent's: the child's copies)
-   * are left alone, or closed when they are still that pipe. */
+  if (probe_pid == pid && probe_fd_ours(0) && probe_fd_ours(1)) return true;
+  /* A pipe of this process that is no longer whole is closed (so are a
+   * child's copies of its parent's); numbers that are no longer the pipe
+   * are left alone. */
   for (int i = 0; i < 2; i++) {
-    struct stat st;
-    if (probe_fd[i] >= 0 && fstat(probe_fd[i], &st) == 0 && st.st_ino == probe_stat[i].st_ino &&
-        st.st_dev == probe_stat[i].st_dev)
-      close(probe_fd[i]);
+    if (probe_fd_ours(i)) close(probe_fd[i]);
     probe_fd[i] = -1;
   }
   if (pipe2(probe_fd, O_CLOEXEC | O_NONBLOCK) != 0) {

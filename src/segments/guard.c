@@ -4,7 +4,6 @@
  * steady workload makes no mprotect call per allocation. */
 #include "segments/guard.h"
 
-#include "base/counters.h"
 #include "os/platform.h"
 #include "runtime/report.h"
 
@@ -15,9 +14,9 @@ static uint8_t *slice_guard(segment_t *seg, size_t i) {
   return (uint8_t *)seg + (i + 1) * SLICE_SIZE - HARDENED_GUARD;
 }
 
-/* A refusal of the OS to place or lift a guard: reported and counted. */
+/* A refusal of the OS to place or lift a guard (counted by os_protect):
+ * reported. */
 static void guard_refused(const char *what, void *p, int err, const char *outcome) {
-  STAT_COUNT(protect_failures, 1);
   report_warning("%s the guard page at %p failed (%s): %s", what, p, os_error_name(err), outcome);
 }
 

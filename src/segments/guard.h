@@ -15,7 +15,8 @@ BRISK_INTERNAL void guard_segment(segment_t *seg);
  * segment's last slice keeps its guard for good). false when the OS
  * refused one: it stays a guard, marked in guarded_slices, and the caller
  * must not use those slices. Every refusal of the OS to place or lift a
- * guard is reported (a warning) and counted (protect_failures). */
+ * guard is reported (a warning) and counted (protect_failures, by
+ * os_protect). */
 BRISK_INTERNAL bool guard_lift(segment_t *seg, uint64_t mask);
 /* The last 4 KiB of a large block's span become a guard page; span_bytes
  * no longer covers them. */

@@ -76,12 +76,10 @@ static size_t huge_closed_head(const page_t *pg) {
   return pg->span_bytes < HUGE_CLOSED_HEAD ? pg->span_bytes : HUGE_CLOSED_HEAD;
 }
 
-/* Hardened: an mprotect of a cached mapping; a refusal is counted (the
- * caller unmaps the mapping). */
+/* Hardened: an mprotect of a cached mapping; on a refusal the caller
+ * unmaps the mapping. */
 static bool huge_protect(void *p, size_t bytes, bool accessible) {
-  if (os_protect(p, bytes, accessible) == 0) return true;
-  STAT_COUNT(protect_failures, 1);
-  return false;
+  return os_protect(p, bytes, accessible) == 0;
 }
 
 /* Hardened: a cached mapping (its block's page still describes the block
