@@ -59,9 +59,11 @@ static void *free_both(void *arg) {
   return NULL; /* the thread's batch [1 -> 0] is handed over at its exit */
 }
 
+/* Blocks above 1 KiB: smaller ones freed by another thread wait on their
+ * page's own list, linked with the free lists' key. */
 static uintptr_t chain_key(void) {
-  remote[0] = malloc(300);
-  remote[1] = malloc(300);
+  remote[0] = malloc(3000);
+  remote[1] = malloc(3000);
   if (!remote[0] || !remote[1]) exit(2);
   pthread_t t;
   if (pthread_create(&t, NULL, free_both, NULL) != 0 || pthread_join(t, NULL) != 0) exit(2);

@@ -22,6 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Above 1 KiB: smaller blocks freed by another thread wait on their
+ * page's own list, not in a chain through the inbox. */
+#define BLOCK 2000
 static void *blocks[4];
 
 /* 0, 2, 1, 0, ...: three blocks in a cycle */
@@ -63,7 +66,7 @@ static void *freer_written(void *arg) {
 }
 
 static int phase(const char *name, void *(*freer)(void *)) {
-  for (int i = 0; i < 4; i++) blocks[i] = brisk_malloc(96);
+  for (int i = 0; i < 4; i++) blocks[i] = brisk_malloc(BLOCK);
   pthread_t t;
   pthread_create(&t, NULL, freer, NULL);
   pthread_join(t, NULL);
@@ -77,7 +80,7 @@ static int phase(const char *name, void *(*freer)(void *)) {
   brisk_collect(false); /* the parked arrays taken in */
   static void *again[64];
   for (int i = 0; i < 64; i++) {
-    again[i] = brisk_malloc(96);
+    again[i] = brisk_malloc(BLOCK);
     for (int k = 0; k < i; k++)
       if (again[k] == again[i]) {
         printf("test_park_cycle: FAIL: %s: block %p handed out twice\n", name, again[i]);

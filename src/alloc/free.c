@@ -126,7 +126,7 @@ BRISK_INLINE bool page_is_single_block(const page_t *pg) {
  * take itself: a segment without a heap, a thread without one, a slot that
  * collects for another heap or generation, the block freed just before. */
 static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, block_t *b,
-                                                brisk_fn_t fn) {
+                                                brisk_fn_t fn, bool urgent) {
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
   if (dst == NULL) {
     report_not_in_use(b, fn);
@@ -151,6 +151,12 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
     }
     /* FOREIGN_BATCH: through the inbox, as a small block */
   }
+  /* The block its page's remote list took last (a block that looked
+   * free goes to the inbox, marked, and its link is written over). */
+  if (page_takes_remote(pg) && (atomic_load_relaxed(page_remote_word(pg)) & PAGE_REMOTE_PTR) == (uintptr_t)b) {
+    report_error("%s(%p): double free (size class %zu)", fn_name(fn), (void *)b, page_usable_size(pg));
+    return;
+  }
   uint32_t gen = seg->heap_generation;
   heap_t *me = brisk_tls_heap;
   if (me->kind == HEAP_KIND_STATIC) {
@@ -173,7 +179,7 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
   /* Medium blocks are handed over at once: a batch of them held by a
    * thread that goes idle would keep megabytes from their owner. (A
    * large or huge block here is one the owner must take back itself.) */
-  heap_remote_free(me, slot, b, page_is_single_block(pg) || pg->block_size > SMALL_MAX);
+  heap_remote_free(me, slot, b, urgent || page_is_single_block(pg) || pg->block_size > SMALL_MAX);
 }
 
 /* A block of another thread's heap, checked to be a block start. Inlined
@@ -182,6 +188,16 @@ static BRISK_NOINLINE void free_remote_uncommon(segment_t *seg, page_t *pg, bloc
  * Every uncommon case is one call in tail position, so that the common one
  * saves no registers. */
 BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t fn) {
+  /* A small block of a thread's heap: onto its page's own list, unless the
+   * list is closed or the block looks free already (only the owner may
+   * look at its lists: the inbox takes it, marked, and the owner checks). */
+  if (BRISK_LIKELY(seg->page_lists && pg->block_size - 1u < (uint32_t)DIRECT_MAX && !block_looks_free(b))) {
+    int r = page_remote_push(pg, b);
+    if (BRISK_LIKELY(r == PAGE_PUSHED)) return;
+    /* A page on the full list: its owner is told at once. */
+    free_remote_uncommon(seg, pg, b, fn, r == PAGE_PUSH_NOTIFY);
+    return;
+  }
   heap_t *dst = atomic_load_explicit(&seg->heap, memory_order_relaxed);
   heap_t *me = brisk_tls_heap;
   outbox_slot_t *slot = heap_outbox_slot(me, dst);
@@ -192,7 +208,7 @@ BRISK_INLINE void free_remote(segment_t *seg, page_t *pg, block_t *b, brisk_fn_t
    * read.) */
   if (BRISK_UNLIKELY(dst == NULL || slot->dst != dst || slot->head == b ||
                      pg->block_size - 1u >= (uint32_t)SMALL_MAX || slot->generation != seg->heap_generation)) {
-    free_remote_uncommon(seg, pg, b, fn);
+    free_remote_uncommon(seg, pg, b, fn, false);
     return;
   }
   heap_remote_free(me, slot, b, false);

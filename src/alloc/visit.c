@@ -124,6 +124,7 @@ static void segments_set_owner(heap_t *h, uintptr_t tid) {
 
 int heap_visit(heap_t *h, brisk_block_visitor_t visitor, void *arg) {
   uintptr_t me = os_thread_id();
+  heap_collect_remote(h);
   heap_drain_inbox(h);
   /* While the visitor runs, the heap's lists must not change under the
    * walk: allocation from h is refused (h->tid), and frees of its blocks

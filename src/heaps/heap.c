@@ -82,7 +82,10 @@ static void heap_init_fields(heap_t *h, uint32_t kind, uintptr_t tid) {
   for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_empty_page;
   memset(h->queues, 0, sizeof(h->queues));
   memset(&h->full, 0, sizeof(h->full));
-  segment_set_reset(&h->segments, h, tid);
+  /* A thread's heap is never destroyed: its pages can take remote frees
+   * on lists of their own (a first-class heap's go through the inbox,
+   * whose tags keep a free racing the heap's destruction out of it). */
+  segment_set_reset(&h->segments, h, tid, kind == HEAP_KIND_THREAD);
   h->segments.heap_generation = h->generation;
   memset(h->outbox, 0, sizeof(h->outbox));
   h->outbox_pending = 0;
@@ -197,6 +200,7 @@ uint64_t heaps_background_round(uint64_t now) {
  * Housekeeping: run on the slow path when a page runs dry.
  * ------------------------------------------------------------------------- */
 void heap_housekeeping(heap_t *h) {
+  atomic_bump_single_writer(&h->alive, 1);
   background_poll();
   heap_drain_inbox(h);
   heap_flush_outbox(h);
@@ -213,7 +217,8 @@ void heap_housekeeping(heap_t *h) {
 }
 
 void heap_collect(heap_t *h, bool force) {
-  heap_drain_inbox(h);
+  heap_drain_inbox(h); /* first: a marked block there is checked against the page lists as they are */
+  heap_collect_remote(h);
   heap_flush_outbox(h);
   class_cache_flush(h);
   heap_retire_empty_heads(h);
@@ -225,6 +230,9 @@ void heap_collect(heap_t *h, bool force) {
 
 void heap_abandon(heap_t *h) {
   heap_collect(h, false);
+  /* After the collect, whose drain may bring pages back from the full
+   * list with their lists open: from here on, frees go to the inbox. */
+  heap_close_remote(h);
   h->tid = 0;
   segment_set_set_owner(&h->segments, 0);
   STAT_COUNT(heaps_abandoned, 1);

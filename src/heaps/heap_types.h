@@ -124,6 +124,8 @@ typedef struct heap_s {
   int32_t pages_pending;      /* page events not yet in the process counters */
   int32_t large_pending;
   uint32_t housekeeping_tick;
+  _Atomic(uint32_t) alive;     /* the owner's slow paths, counted (single writer):
+                                  the background thread's sign of an idle owner */
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
   uint32_t page_retires;       /* class pages retired so far (a drain's pages found: remote.c) */
   /* page_refill_pop goes the slow way when refill_tick & refill_mask is 0:
@@ -150,7 +152,8 @@ typedef struct heap_s {
                                    CAS: heap_destroy waits for none (inbox_push) */
   uintptr_t inbox_seen;         /* the background thread's: the inbox word at its */
   uint64_t inbox_seen_ms;       /* last look, and since when it was that */
-  uint8_t pad_[BRISK_CACHELINE - 3 * sizeof(uintptr_t) - 2 * sizeof(uint32_t) - sizeof(uint64_t)];
+  uint32_t alive_seen;          /* the background thread's: `alive` at that look */
+  uint8_t pad_[BRISK_CACHELINE - 3 * sizeof(uintptr_t) - 3 * sizeof(uint32_t) - sizeof(uint64_t)];
 } heap_t;
 
 /* A heap that owns nothing; its direct[] point at brisk_empty_page. Every

@@ -2,6 +2,7 @@
  * carving blocks from fresh memory, and retiring empty pages. */
 #include <string.h>
 
+#include "base/atomics.h"
 #include "base/counters.h"
 #include "base/list.h"
 #include "heaps/page.h"
@@ -159,7 +160,68 @@ bool page_lists_contain(const page_t *pg, const block_t *b) {
     for (uint32_t i = 0; i < cc->count; i++)
       if (cc->slot[i] == b) return true;
   }
-  return list_contains(pg, pg->free, b) || list_contains(pg, pg->local_free, b);
+  if (list_contains(pg, pg->free, b) || list_contains(pg, pg->local_free, b)) return true;
+  /* The remote list as it is now: a pushed block's link is not written
+   * again until the list is taken. */
+  uintptr_t v = page_takes_remote(pg) ? atomic_load_acquire(page_remote_word(pg)) : 0;
+  return (v & PAGE_REMOTE_PTR) != 0 && list_contains(pg, (const block_t *)(v & PAGE_REMOTE_PTR), b);
+}
+
+/* The owner's side of a page's remote list (layout.h, page_remote_t). */
+
+/* A FULL or CLOSED word opened again: a CAS, so that a word that is open
+ * (and may hold blocks) is left as it is. */
+static void page_remote_open(page_t *pg) {
+  _Atomic(uintptr_t) *w = page_remote_word(pg);
+  uintptr_t v = atomic_load_relaxed(w);
+  if (v == PAGE_REMOTE_FULL || v == PAGE_REMOTE_CLOSED)
+    atomic_compare_exchange_strong_explicit(w, &v, 0, memory_order_relaxed, memory_order_relaxed);
+}
+
+/* pg ran dry: its remote list, taken whole, becomes its free list (its
+ * links are checked as they are popped, as the local list's are). A list
+ * closed while the heap had no owner is opened again. */
+static bool page_remote_collect(page_t *pg) {
+  if (!page_takes_remote(pg)) return false;
+  _Atomic(uintptr_t) *w = page_remote_word(pg);
+  uintptr_t v = atomic_load_relaxed(w);
+  if (!(v & PAGE_REMOTE_PTR)) {
+    if (v != 0) page_remote_open(pg);
+    return false;
+  }
+  v = atomic_exchange_explicit(w, 0, memory_order_acquire); /* the pushers' links */
+  if (!(v & PAGE_REMOTE_PTR)) return false; /* the background thread took it */
+  pg->free = (block_t *)(v & PAGE_REMOTE_PTR);
+  page_add_used(pg, -(int64_t)page_remote_count(v));
+  STAT_COUNT(remote_frees, page_remote_count(v));
+  return true;
+}
+
+/* pg is full and goes to the full list: its word becomes FULL (the next
+ * free goes to the inbox, whose drain brings the page back), unless blocks
+ * arrived since the look: then they are its free list. A push that made
+ * the CAS fail may be taken by the background thread before the owner
+ * takes it: the CAS is tried again, so that a page on the full list has its
+ * word FULL, or open with the free that opened it on its way to the inbox.
+ * (Left open, the page would still come back, when the parked blocks do:
+ * tests/model/page_lists.pml.) */
+static bool page_remote_close_full(page_t *pg) {
+  if (!page_takes_remote(pg)) return false;
+  for (;;) {
+    uintptr_t expected = 0;
+    if (atomic_compare_exchange_strong_explicit(page_remote_word(pg), &expected, PAGE_REMOTE_FULL,
+                                                memory_order_relaxed, memory_order_relaxed) ||
+        !(expected & PAGE_REMOTE_PTR))
+      return false;
+    if (page_remote_collect(pg)) return true;
+  }
+}
+
+/* Back from the full list: frees may take the page's list again, unless
+ * the heap has no owner (a thread serving it brought the page back: its
+ * frees keep going to the inbox, which such threads take in). */
+static void page_remote_reopen(heap_t *h, page_t *pg) {
+  if (page_takes_remote(pg) && atomic_load_relaxed(&h->state) == HEAP_OWNED) page_remote_open(pg);
 }
 
 enum collect_result { PAGE_HAS_BLOCKS, PAGE_IS_FULL, PAGE_IS_BROKEN };
@@ -188,13 +250,14 @@ static enum collect_result page_collect(page_t *pg, bool cut) {
     }
     pg->local_free = end; /* an empty local list, cut for sampling */
   }
+  if (page_remote_collect(pg)) return PAGE_HAS_BLOCKS;
   if (pg->reserved < pg->capacity) {
     if (!cut && page_carves_untouched(pg)) return PAGE_HAS_BLOCKS; /* page_take_fresh */
     if (cut) pg->free = page_list_cut(pg);
     page_extend(pg);
     return PAGE_HAS_BLOCKS;
   }
-  return PAGE_IS_FULL;
+  return page_remote_close_full(pg) ? PAGE_HAS_BLOCKS : PAGE_IS_FULL;
 }
 
 block_t *page_take_fresh(page_t *pg) {
@@ -216,6 +279,7 @@ static page_t *page_new(heap_t *h, unsigned c) {
   pg->free = page_list_end(pg);
   pg->local_free = page_list_end(pg);
   pg->cached = 0;
+  atomic_store_relaxed(page_remote_word(pg), 0);
   if (BRISK_HARDENED) {
     pg->fill_end = (uint8_t)(bs < HARDENED_FILL_MAX ? bs : HARDENED_FILL_MAX);
     pg->fill_low = (uint8_t)fill_low(pg->fill_end);
@@ -278,6 +342,13 @@ page_t *heap_find_page(heap_t *h, unsigned c) {
       pg->free = pg->local_free = page_list_end(pg);
     }
     queue_push_back(h, &h->full, pg, 0);
+    /* A broken page reuses no block: what waits on its remote list counts
+     * as back, and the list is closed (its last free retires it). */
+    if (r == PAGE_IS_BROKEN && page_takes_remote(pg)) {
+      uintptr_t v = atomic_exchange_explicit(page_remote_word(pg), PAGE_REMOTE_CLOSED, memory_order_acquire);
+      page_add_used(pg, -(int64_t)page_remote_count(v));
+      if (page_used(pg) == 0) page_retire(h, pg);
+    }
   }
   page_t *pg = page_new(h, c);
   if (pg == NULL) return NULL;
@@ -292,6 +363,7 @@ void page_after_free(heap_t *h, page_t *pg) {
   if (page_list_of(pg) == PAGE_LIST_FULL) {
     unsigned c = pg->size_class;
     queue_remove(h, &h->full, pg, 0);
+    page_remote_reopen(h, pg);
     page_list_set(pg, PAGE_LIST_QUEUE);
     if (!(pg->flags & PAGE_CACHED)) page_set_notify_at(pg, 0);
     queue_push_back(h, &h->queues[c], pg, c);

@@ -93,6 +93,12 @@ BRISK_INLINE void page_push_local(page_t *pg, block_t *b) {
   page_add_used(pg, -1);
 }
 
+/* Does pg take remote frees on its own list (layout.h, page_remote_t)? A
+ * class page up to DIRECT_MAX of a heap whose segments do. */
+BRISK_INLINE bool page_takes_remote(const page_t *pg) {
+  return segment_of_page(pg)->page_lists && pg->size_class != 0 && pg->block_size <= DIRECT_MAX;
+}
+
 /* Take the first block of the free list, or NULL when the list is empty
  * or its head lies outside the page (a link broken by a write after free:
  * the slow path tells which). */

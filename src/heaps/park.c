@@ -2,6 +2,8 @@
  * parks; it calls nothing above the heap layer. */
 #include "heaps/park.h"
 
+#include "heaps/page.h"
+
 #include "base/atomics.h"
 #include "base/counters.h"
 #include "os/platform.h"
@@ -158,26 +160,67 @@ static void park_runs(const heap_t *h, park_t *k) {
   if (used < k->mapped) os_purge((uint8_t *)k + used, k->mapped - used);
 }
 
+/* k's entries sorted into runs (its blocks' memory purged) and hung on
+ * h, where the owner takes the whole list; an array left empty (large
+ * blocks only, all freed) is released. */
+static void park_publish(heap_t *h, park_t *k) {
+  sort_entries(k->entries, k->count);
+  k->count = unique_entries(k->entries, k->count);
+  park_runs(h, k);
+  if (k->count == 0 && k->rest == NULL) {
+    park_release(k);
+    return;
+  }
+  park_t *old = atomic_load_relaxed(&h->parked);
+  do {
+    k->next = old;
+  } while (!atomic_compare_exchange_weak_explicit(&h->parked, &old, k, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* The arrays of page lists' blocks park_lists filled (pre, the newest,
+ * and those behind it), each published alone: with no chain from the inbox
+ * to join them. */
+static void park_lists_publish(heap_t *h, park_t *k) {
+  while (k != NULL) {
+    park_t *next = k->next;
+    k->next = NULL;
+    park_publish(h, k);
+    k = next;
+  }
+}
+
+/* Do any of h's page lists hold blocks? With the set's lock held. */
+static bool park_lists_pending(heap_t *h) {
+  for (segment_t *seg = h->segments.segs.first; seg != NULL; seg = seg->next) {
+    if (!seg->page_lists) continue;
+    for (size_t i = SEGMENT_FIRST_SLICE; i < SLICES_PER_SEGMENT; i++)
+      if (atomic_load(&seg->remote[i].word) & PAGE_REMOTE_PTR) return true;
+  }
+  return false;
+}
+
 /* Take h's chain and park it; with the set's lock held. */
-static void park_chain(heap_t *h) {
+static void park_chain(heap_t *h, park_t *pre) {
   uintptr_t v = atomic_load_relaxed(&h->inbox);
-  if ((v & INBOX_PTR_MASK) == 0) return;
-  park_t *first = park_new(0, 0);
+  park_t *first = pre != NULL ? pre : park_new(0, 0);
   if (first == NULL) return; /* no memory: the owner takes it in as it is */
   /* The chain, the tag kept (it cannot move on while we hold the lock
    * but for a destruction, whose tag the array then keeps). */
-  while (!atomic_compare_exchange_weak_explicit(&h->inbox, &v, v & ~INBOX_PTR_MASK, memory_order_acq_rel,
-                                                memory_order_relaxed)) {
+  do {
     if ((v & INBOX_PTR_MASK) == 0) {
-      park_release(first);
+      park_lists_publish(h, first);
       return;
     }
-  }
+  } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &v, v & ~INBOX_PTR_MASK, memory_order_acq_rel,
+                                                  memory_order_relaxed));
   uint32_t tag = (uint32_t)(v >> INBOX_GEN_SHIFT);
   /* The chain's addresses, into arrays of PARK_ENTRIES (newest first)... */
   park_t *k = first;
   uintptr_t b = v & INBOX_PTR_MASK;
-  size_t total = 0;
+  size_t pre_count = 0; /* the page lists' blocks, in pre and the arrays behind it */
+  for (park_t *p = first; p != NULL; p = p->next) pre_count += p->count;
+  size_t total = pre_count;
   /* A block freed twice by other threads can close the chain on itself:
    * the walk stops when it meets a block it saw (Brent's cycle test; the
    * blocks taken twice meanwhile are told apart after the sort). */
@@ -253,35 +296,82 @@ static void park_chain(heap_t *h) {
   all->tag = tag;
   all->rest = (block_t *)b; /* what is not parked: drained as a chain */
   all->rest_from = (block_t *)from;
-  sort_entries(all->entries, all->count);
-  all->count = unique_entries(all->entries, all->count);
-  park_runs(h, all);
-  STAT_COUNT(remote_parked, (int64_t)(total + singles));
-  if (all->count == 0 && all->rest == NULL) { /* large blocks only: all freed */
-    park_release(all);
-    return;
+  STAT_COUNT(remote_parked, (int64_t)(total - pre_count + singles));
+  park_publish(h, all);
+}
+
+/* Every page list of h that holds blocks, taken (a CAS: the owner may
+ * take it first) and parked; with the set's lock held, which keeps the
+ * segments in the set and their pages in use (a listed block counts as
+ * used). The links are read as the owner's malloc would, each checked to
+ * be a block of the list's page. */
+static park_t *park_lists(heap_t *h) {
+  uint32_t tag = (uint32_t)(atomic_load_relaxed(&h->inbox) >> INBOX_GEN_SHIFT);
+  park_t *k = NULL;
+  for (segment_t *seg = h->segments.segs.first; seg != NULL; seg = seg->next) {
+    if (!seg->page_lists) continue;
+    for (size_t i = SEGMENT_FIRST_SLICE; i < SLICES_PER_SEGMENT; i++) {
+      _Atomic(uintptr_t) *w = &seg->remote[i].word;
+      uintptr_t v = atomic_load_relaxed(w);
+      page_t *pg = &seg->pages[i];
+      if (!(v & PAGE_REMOTE_PTR) || pg->span != pg || !(pg->flags & PAGE_IN_USE) || !page_takes_remote(pg))
+        continue;
+      if (k == NULL || k->count + page_remote_count(v) > PARK_ENTRIES) {
+        /* a new array in front: park_chain gathers them into one */
+        park_t *more = park_new(tag, 0);
+        if (more == NULL) return k; /* no memory: the owner takes the rest */
+        more->next = k;
+        k = more;
+      }
+      if (!atomic_compare_exchange_strong_explicit(w, &v, 0, memory_order_acquire, memory_order_relaxed))
+        continue; /* taken, or a new push: the next look */
+      block_t *b = (block_t *)(v & PAGE_REMOTE_PTR), *end = page_list_end(pg);
+      uint32_t n = page_remote_count(v), j = 0;
+      for (; j < n && b != end; j++) {
+        if (park_block_page(h, (uintptr_t)b) != pg) {
+          report_error("free(%p): a list of blocks freed by other threads holds %p, not a block of the page "
+                       "(a write after free?)", (void *)pg->start, (void *)b);
+          break;
+        }
+        k->entries[k->count++] = (uintptr_t)b;
+        b = block_next(b);
+      }
+      STAT_COUNT(remote_parked, (int64_t)j);
+      STAT_COUNT(remote_frees, (int64_t)j);
+    }
   }
-  /* Hung on the heap; the owner takes the whole list. */
-  park_t *old = atomic_load_relaxed(&h->parked);
-  do {
-    all->next = old;
-  } while (!atomic_compare_exchange_weak_explicit(&h->parked, &old, all, memory_order_release,
-                                                  memory_order_relaxed));
+  return k;
+}
+
+/* Does h hold remote frees that wait: a chain in its inbox, or blocks on
+ * its page lists (those only seen under the set's lock: a lock held
+ * elsewhere counts as yes, to look again). */
+static bool park_pending(heap_t *h, uintptr_t v) {
+  if (v & INBOX_PTR_MASK) return true;
+  if (!lock_try_acquire(&h->segments.lock)) return true;
+  bool any = h->segments.page_lists && park_lists_pending(h);
+  lock_release(&h->segments.lock);
+  return any;
 }
 
 uint64_t park_idle_inbox(heap_t *h, uint64_t now) {
   if (!atomic_load_relaxed(&h->inbox_watched)) return 0;
   uintptr_t v = atomic_load(&h->inbox);
-  if ((v & INBOX_PTR_MASK) == 0) {
+  if (!park_pending(h, v)) {
+    /* A store then loads of the inbox and the page lists: a pusher's CAS
+     * then load of the flag (inbox_push, page_remote_push) either sees it
+     * cleared and watches again, or its blocks are seen here. */
     atomic_store(&h->inbox_watched, 0);
     v = atomic_load(&h->inbox);
-    if ((v & INBOX_PTR_MASK) == 0) return 0;
+    if (!park_pending(h, v)) return 0;
     atomic_store(&h->inbox_watched, 1);
   }
   uint64_t delay = options_purge_delay_ms();
   if (delay >= UINT64_MAX / 2) return 0;
-  if (v != h->inbox_seen) { /* the inbox moved since the last look */
+  uint32_t alive = atomic_load_relaxed(&h->alive);
+  if (v != h->inbox_seen || alive != h->alive_seen) { /* the owner moved since the last look */
     h->inbox_seen = v;
+    h->alive_seen = alive;
     h->inbox_seen_ms = now;
     return now + delay;
   }
@@ -290,8 +380,13 @@ uint64_t park_idle_inbox(heap_t *h, uint64_t now) {
   /* (an abandoned heap's is served whole by the round instead) */
   if (atomic_load_relaxed(&h->state) != HEAP_OWNED) return now + delay;
   if (!lock_try_acquire(&h->segments.lock)) return now + PURGE_RETRY_MS;
-  if (atomic_load_acquire(&h->state) == HEAP_OWNED) park_chain(h);
+  if (atomic_load_acquire(&h->state) == HEAP_OWNED) {
+    /* The page lists first, into the array the chain's blocks join: a
+     * page's blocks in one array (the first free into a full page went to
+     * the inbox), so that its runs are whole when the array is purged. */
+    park_chain(h, h->segments.page_lists ? park_lists(h) : NULL);
+  }
   lock_release(&h->segments.lock);
   h->inbox_seen = 0;
-  return now + delay; /* one more look: the flag is cleared on an empty inbox */
+  return now + delay; /* one more look: the flag is cleared when nothing waits */
 }

@@ -34,7 +34,11 @@ static int inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
     /* keep the tail's suspect bit */
     block_set_remote_next(tail, (block_t *)(old & INBOX_PTR_MASK),
                           (block_remote_link(tail) & REMOTE_LINK_SUSPECT) != 0);
-  } while (!atomic_cas_weak_release(&dst->inbox, &old, (uintptr_t)head | tag));
+    /* Sequentially consistent: with park_watch's load of the flag, a
+     * store-load pair against the background thread's clear of the flag
+     * and its look at the inbox (the same instruction as a release CAS on
+     * x86-64). */
+  } while (!atomic_compare_exchange_weak(&dst->inbox, &old, (uintptr_t)head | tag));
   atomic_fetch_sub_explicit(&dst->pushers, 1, memory_order_release);
   STAT_COUNT(remote_batches, 1);
   return (old & INBOX_PTR_MASK) == 0 ? PUSH_FIRST : PUSH_DONE;
@@ -206,6 +210,60 @@ static void drain_chain(heap_t *h, block_t *b) {
     pg = next_pg;
   }
 }
+
+/* ---------------------------------------------------------------------------
+ * Page lists (layout.h, page_remote_t): the heap-wide steps. A page's own
+ * take, close and reopen are page.c's.
+ * ------------------------------------------------------------------------- */
+void page_remote_watch(const page_t *pg) {
+  heap_t *dst = atomic_load_relaxed(&segment_of_page(pg)->heap);
+  if (dst != NULL) park_watch(dst);
+}
+
+/* A list taken from pg's word v: each block freed as the owner's, its link
+ * checked (a link that is no block of the page was written after the
+ * free: the rest of the list is left alone). */
+static void page_remote_free_list(page_t *pg, uintptr_t v) {
+  block_t *b = (block_t *)(v & PAGE_REMOTE_PTR);
+  block_t *end = page_list_end(pg);
+  uint32_t n = page_remote_count(v);
+  STAT_COUNT(remote_frees, n);
+  for (uint32_t i = 0; i < n && b != end; i++) {
+    if (!page_holds_block_inline(pg, b)) {
+      report_error("free(%p): a list of blocks freed by other threads holds %p, not a block of the page "
+                   "(a write after free?)", (void *)pg->start, (void *)b);
+      return;
+    }
+    block_t *next = block_next(b);
+    free_local(pg, b); /* the last may retire the page */
+    b = next;
+  }
+}
+
+/* Every page of h on a list (its class's queue or the full list) that
+ * takes page lists: the word's new value is `to` (0 keeps a list as it
+ * is, taking its blocks; PAGE_REMOTE_CLOSED closes it). The full list
+ * first: its pages may move to their queues as their blocks come back
+ * (and, while h is owned, open their words again). */
+static void heap_remote_lists_swap(heap_t *h, uintptr_t to) {
+  if (!h->segments.page_lists) return;
+  for (unsigned c = 0; c < CLASS_COUNT && class_size(c) <= DIRECT_MAX; c++) {
+    page_queue_t *q = c == 0 ? &h->full : &h->queues[c];
+    for (page_t *pg = q->first, *next; pg != NULL; pg = next) {
+      next = pg->next; /* pg may change lists or retire */
+      if (!page_takes_remote(pg)) continue;
+      _Atomic(uintptr_t) *w = page_remote_word(pg);
+      uintptr_t v = atomic_load_relaxed(w);
+      if (v == to || (to == 0 && !(v & PAGE_REMOTE_PTR))) continue;
+      v = atomic_exchange_explicit(w, to, memory_order_acquire);
+      if (v & PAGE_REMOTE_PTR) page_remote_free_list(pg, v);
+    }
+  }
+}
+
+void heap_collect_remote(heap_t *h) { heap_remote_lists_swap(h, 0); }
+
+void heap_close_remote(heap_t *h) { heap_remote_lists_swap(h, PAGE_REMOTE_CLOSED); }
 
 /* A freeing thread takes an abandoned heap for a moment to take in its
  * inbox and give back what became empty. */

@@ -17,6 +17,45 @@ BRISK_INTERNAL void heap_remote_free_direct(heap_t *dst, uint32_t gen, block_t *
 /* Hand the slot's batch over to its heap and empty it. */
 BRISK_INTERNAL void heap_outbox_flush_slot(outbox_slot_t *slot);
 
+/* A free of b, a block of class page pg of another thread's heap (one
+ * whose segments take page lists, of a class up to DIRECT_MAX), onto pg's
+ * remote list: one CAS (layout.h, page_remote_t). The push onto an empty
+ * list has the background thread watch the heap (park_watch), so that an
+ * owner that does not come by has the list parked. */
+enum { PAGE_PUSHED, PAGE_PUSH_INBOX, PAGE_PUSH_NOTIFY };
+BRISK_INTERNAL void page_remote_watch(const page_t *pg) BRISK_NOINLINE;
+BRISK_INLINE int page_remote_push(page_t *pg, block_t *b) {
+  _Atomic(uintptr_t) *w = page_remote_word(pg);
+  uintptr_t old = atomic_load_explicit(w, memory_order_relaxed);
+  if (BRISK_HARDENED) page_fill_freed(pg, b);
+  for (;;) {
+    if (BRISK_UNLIKELY(old == PAGE_REMOTE_CLOSED)) return PAGE_PUSH_INBOX;
+    if (BRISK_UNLIKELY(old == PAGE_REMOTE_FULL)) {
+      /* The first free into a page on the full list opens its word and
+       * tells the owner through the inbox, at once. */
+      if (atomic_compare_exchange_weak(w, &old, 0)) return PAGE_PUSH_NOTIFY;
+      continue;
+    }
+    block_set_next(b, (old & PAGE_REMOTE_PTR) ? (block_t *)(old & PAGE_REMOTE_PTR) : page_list_end(pg));
+    /* Sequentially consistent: with the load of the watch flag after the
+     * first push, a store-load pair against the background thread's
+     * clear of the flag and its look at the list (park_idle_inbox). */
+    if (atomic_compare_exchange_weak(w, &old, (uintptr_t)b + (old & ~PAGE_REMOTE_PTR) +
+                                                  ((uintptr_t)1 << PAGE_REMOTE_COUNT_SHIFT)))
+      break;
+  }
+  if (BRISK_UNLIKELY((old & PAGE_REMOTE_PTR) == 0)) page_remote_watch(pg);
+  return PAGE_PUSHED;
+}
+/* The owner takes every remote list of h's pages in, each block freed as
+ * its own (before a count or walk of its blocks, and at brisk_collect). */
+BRISK_INTERNAL void heap_collect_remote(heap_t *h);
+/* The owner leaves h: every page's remote list is closed (frees go to the
+ * inbox, which the threads that serve an abandoned heap take in) and
+ * what it held freed. A page's list opens again when its new owner finds
+ * the page dry. */
+BRISK_INTERNAL void heap_close_remote(heap_t *h);
+
 /* The outbox slot of `me` for blocks bound for dst. */
 BRISK_INLINE outbox_slot_t *heap_outbox_slot(heap_t *me, const heap_t *dst) {
   return &me->outbox[((uintptr_t)dst >> 6) % OUTBOX_SLOTS];

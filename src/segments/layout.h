@@ -137,6 +137,36 @@ BRISK_INLINE void page_set_notify_at(page_t *pg, uint32_t at) {
   page_set_used(pg, used);
 }
 
+/* A class page's list of blocks freed by other threads (heap kinds whose
+ * segments have page_lists). One word, on a line of its own:
+ *
+ *   open      bits 0..47: the newest block (0: none), linked to the next
+ *             one as a free list is (block_set_next), the last to
+ *             page_list_end; bits 48..63: how many blocks the list holds
+ *   FULL      the page is on its heap's full list, which the owner does not
+ *             look at: the first free opens the word (a CAS to 0) and goes
+ *             to the heap's inbox at once, where the owner's drain brings
+ *             the page back to its queue; the frees after it take the list
+ *   CLOSED    every free goes to the inbox: the heap has no owner, or the
+ *             page is broken
+ *
+ * Any thread pushes (a CAS on an open word) or opens a FULL word; the owner
+ * takes the whole list (an exchange), makes an empty open word FULL (a CAS
+ * from 0), opens a FULL or CLOSED one again (a CAS) and closes every word
+ * when it leaves the heap (an exchange); the background thread takes a
+ * whole list of an idle owner's page (a CAS), under the set's lock. A
+ * list is taken whole, so a block's link, once pushed, is read only by the
+ * taker (or by the owner's check for a second free, which does not follow
+ * it past the list's count). */
+typedef struct page_remote_s {
+  _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) word;
+} page_remote_t;
+#define PAGE_REMOTE_CLOSED ((uintptr_t)1)
+#define PAGE_REMOTE_FULL ((uintptr_t)2)
+#define PAGE_REMOTE_COUNT_SHIFT 48
+#define PAGE_REMOTE_PTR ((((uintptr_t)1) << PAGE_REMOTE_COUNT_SHIFT) - 16)
+BRISK_INLINE uint32_t page_remote_count(uintptr_t w) { return (uint32_t)(w >> PAGE_REMOTE_COUNT_SHIFT); }
+
 /* page_t.in_full: which list the page is on (the low bits), and for a
  * PAGE_CACHED page whether one of its blocks is a live sample of the heap
  * profiler (PAGE_HOLDS_SAMPLE): then page_notify's cached branch, which
@@ -169,6 +199,8 @@ typedef struct segment_s {
   uintptr_t remote_key;               /* segment's blocks (block.h), its own */
   uint16_t destroyed;                 /* its heap was destroyed; cleared on reuse */
   uint16_t keep_until_due;            /* in the pool: unmapped only after the delay */
+  uint8_t page_lists;                 /* its heap takes remote frees of small blocks
+                                         on their pages' lists (page_remote_t) */
   /* The slice masks and the rest: changed with every span (under the
    * set's lock), on lines of their own, so that the owner's span changes
    * do not take the first line from the threads that free into it. */
@@ -203,6 +235,7 @@ typedef struct segment_s {
   struct segment_s *tail_next;
   struct segment_s *tail_prev;
   _Alignas(2 * BRISK_CACHELINE) page_t pages[SLICES_PER_SEGMENT]; /* each its own pair of lines */
+  page_remote_t remote[SLICES_PER_SEGMENT]; /* remote[i]: page i's list, on a line of its own */
 } segment_t;
 
 _Static_assert(sizeof(page_t) == 128, "page descriptor is two cache lines");
@@ -242,6 +275,12 @@ BRISK_INLINE void page_set_block_size(page_t *pg, uint32_t size) {
 
 BRISK_INLINE segment_t *segment_of_page(const page_t *pg) {
   return (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+}
+
+/* The remote list of pg, a span's head descriptor. */
+BRISK_INLINE _Atomic(uintptr_t) *page_remote_word(const page_t *pg) {
+  segment_t *seg = segment_of_page(pg);
+  return &seg->remote[pg - seg->pages].word;
 }
 
 BRISK_INLINE page_t *page_of(segment_t *seg, uintptr_t addr) {

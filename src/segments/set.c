@@ -113,6 +113,7 @@ bool set_note_free(segment_set_t *set, segment_t *seg) {
 static void set_join_segment(segment_set_t *set, segment_t *seg) {
   seg->destroyed = 0;
   seg->heap_generation = set->heap_generation;
+  seg->page_lists = set->page_lists;
   atomic_store_explicit(&seg->heap, set->heap, memory_order_relaxed);
   atomic_store_release(&seg->owner_tid, set->owner_tid);
   LIST_PUSH_FRONT(&set->segs, seg, next, prev);

@@ -49,6 +49,8 @@ typedef struct segment_set_s {
   uintptr_t owner_tid;
   struct heap_s *heap;
   uint32_t heap_generation; /* the heap's life, which joining segments take */
+  uint8_t page_lists;       /* joining segments take it (segment_t.page_lists); set
+                               with the lock held (segment_set_reset) */
   bool fresh_only;        /* never a destroyed heap's segment (brisk's own heap) */
   /* Spans freed whole and kept for the next span of the same size (span.c,
    * "the span cache"): a stack per slice count (cached[n - 1], cached_n[n -

@@ -234,7 +234,7 @@ void segment_set_set_owner(segment_set_t *set, uintptr_t tid) {
  * for heap reuse; appended here, each under the set's lock.
  * ------------------------------------------------------------------------- */
 
-void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
+void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid, bool page_lists) {
   /* Under the lock: a thread walking every heap (usage.c, the purger) may
    * hold it right now, having seen the heap in use before it was
    * destroyed and is now reused. */
@@ -246,6 +246,7 @@ void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid) {
   field_store_relaxed(&set->next_purge_ms, 0);
   set->owner_tid = tid;
   set->heap = heap;
+  set->page_lists = page_lists;
   set->fresh_only = false;
   set_unlock(set);
 }

@@ -102,7 +102,7 @@ BRISK_INTERNAL void segment_set_free_huge(segment_set_t *set, page_t *pg);
 
 /* A set for a heap's new life (heap creation and reuse): empty, owned by
  * tid, under its lock (a thread walking every heap may hold it). */
-BRISK_INTERNAL void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid);
+BRISK_INTERNAL void segment_set_reset(segment_set_t *set, struct heap_s *heap, uintptr_t tid, bool page_lists);
 /* malloc_trim: purge every free slice of a set that may be resident, due
  * or not, while its owner may be running (as segment_set_purge_idle, but
  * waiting for the lock). Returns the set's next deadline (0: none). */
