@@ -29,7 +29,7 @@ for t in "test_api" "test_stress 2 3 20000" "test_prodcons" "test_heaps" "test_n
          "test_remote_return" "test_park"; do
   set -- $t
   if LD_PRELOAD="$lib" timeout 120 "$bin/$@" > "/tmp/hardened-$$-$1.log" 2>&1; then ok "$t under the hardened library"
-  else bad "$t under the hardened library (exit $?):"; tail -5 "/tmp/hardened-$$-$1.log"; fi
+  else bad "$t under the hardened library (exit $?):"; grep -v ": ok$" "/tmp/hardened-$$-$1.log" | tail -20; fi
   rm -f "/tmp/hardened-$$-$1.log"
 done
 

@@ -217,7 +217,11 @@ static void drain_chain(heap_t *h, block_t *b) {
  * ------------------------------------------------------------------------- */
 void page_remote_watch(const page_t *pg) {
   heap_t *dst = atomic_load_relaxed(&segment_of_page(pg)->heap);
-  if (dst != NULL) park_watch(dst);
+  if (dst == NULL) return;
+  park_watch(dst);
+  /* As after a first push into the inbox: the background thread may not
+   * run yet, and neither side may call brisk again (no lock is held). */
+  background_poll();
 }
 
 /* A list taken from pg's word v: each block freed as the owner's, its link

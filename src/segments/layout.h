@@ -21,8 +21,11 @@
  *  its descriptors point to descriptor 0.
  *
  *  Page invariant (owner thread only, outside the fast path's instants):
- *    used == blocks handed out and not yet back in free/local_free/inbox
- *    reserved - used == |free| + |local_free| + (blocks in transit to it)
+ *    used == blocks handed out and not yet back in free/local_free (a
+ *    block on the page's remote list, in an outbox, the inbox or a parked
+ *    array still counts as used)
+ *    reserved - used == |free| + |local_free| + cached (its blocks in the
+ *    heap's class cache)
  *    used carries PAGE_USED_BIAS while the page is its class's current page.
  *    The descriptor stores until_notify = used - notify_at - 1 rather than
  *    used (page_used() gives it back; a zeroed descriptor must be given
