@@ -312,7 +312,9 @@ static park_t *park_lists(heap_t *h) {
     if (!seg->page_lists) continue;
     for (size_t i = SEGMENT_FIRST_SLICE; i < SLICES_PER_SEGMENT; i++) {
       _Atomic(uintptr_t) *w = &seg->remote[i].word;
-      uintptr_t v = atomic_load_relaxed(w);
+      /* acquire: a pushed word orders the descriptor's first line, written
+       * before the pushed block was handed out, before the reads below */
+      uintptr_t v = atomic_load_acquire(w);
       page_t *pg = &seg->pages[i];
       if (!(v & PAGE_REMOTE_PTR) || pg->span != pg || !(pg->flags & PAGE_IN_USE) || !page_takes_remote(pg))
         continue;
