@@ -21,11 +21,15 @@ void park_watch(heap_t *h) {
    * caller's CAS, then the flag; the background thread: the flag cleared,
    * then the inbox read again), sequentially consistent: an inbox never
    * holds a batch unwatched. */
-  if (atomic_load(&h->inbox_watched)) return;
-  atomic_store(&h->inbox_watched, 1);
-  uint64_t delay = options_purge_delay_ms();
-  if (delay >= UINT64_MAX / 2) return; /* memory is never given back */
-  background_schedule(os_now_ms() + delay, true);
+  if (!atomic_load(&h->inbox_watched)) {
+    atomic_store(&h->inbox_watched, 1);
+    uint64_t delay = options_purge_delay_ms();
+    if (delay >= UINT64_MAX / 2) return; /* memory is never given back */
+    background_schedule(os_now_ms() + delay, true);
+  }
+  /* The background thread may not run yet, and the threads on either side
+   * may call brisk no more: start it now (the callers hold no lock). */
+  background_poll();
 }
 
 /* A mapping for n entries (0: the most a first array holds). */

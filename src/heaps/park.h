@@ -51,8 +51,10 @@ typedef struct park_s {
   uintptr_t entries[];
 } park_t;
 
-/* A batch reached an empty inbox of h: have the background thread watch it
- * (the first such push schedules a round one purge delay away). */
+/* A batch reached an empty inbox of h, or a block an empty page list: have
+ * the background thread watch it (the first such push schedules a round one
+ * purge delay away) and start that thread if it is wanted and not running.
+ * Called with no lock held. */
 BRISK_INTERNAL void park_watch(heap_t *h) BRISK_NOINLINE;
 
 /* The background round's look at an owned heap h at `now`: an inbox

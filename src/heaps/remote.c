@@ -51,12 +51,7 @@ static int inbox_push(heap_t *dst, uint32_t gen, block_t *head, block_t *tail) {
 static void inbox_pushed(heap_t *dst, int pushed) {
   if (pushed == PUSH_DROPPED) return;
   if (atomic_load_relaxed(&dst->state) == HEAP_ABANDONED && heap_serve_abandoned(dst)) return;
-  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) {
-    park_watch(dst);
-    /* The background thread may not run yet, and the threads on either
-     * side may call brisk no more: start it now (no lock is held here). */
-    background_poll();
-  }
+  if (BRISK_UNLIKELY(pushed == PUSH_FIRST)) park_watch(dst);
 }
 
 void heap_outbox_flush_slot(outbox_slot_t *slot) {
@@ -217,11 +212,7 @@ static void drain_chain(heap_t *h, block_t *b) {
  * ------------------------------------------------------------------------- */
 void page_remote_watch(const page_t *pg) {
   heap_t *dst = atomic_load_relaxed(&segment_of_page(pg)->heap);
-  if (dst == NULL) return;
-  park_watch(dst);
-  /* As after a first push into the inbox: the background thread may not
-   * run yet, and neither side may call brisk again (no lock is held). */
-  background_poll();
+  if (dst != NULL) park_watch(dst);
 }
 
 /* A list taken from pg's word v: each block freed as the owner's, its link
