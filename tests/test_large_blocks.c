@@ -18,6 +18,7 @@
 #include <brisk.h>
 
 #include "brisk_errors.h"
+#include "large_checks.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -27,39 +28,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      failures++;                                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                 \
-      printf(__VA_ARGS__);                                        \
-      printf("\n");                                               \
-    }                                                             \
-  } while (0)
-
-static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
-
-/* Resident 4 KiB pages in [p, p + len) (at most 4 MiB). It allocates
- * nothing, so that no new page lands on the memory it looks at. */
-static size_t resident_pages(const void *p, size_t len) {
-  static unsigned char v[1024];
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
-  size_t n = (len + ((uintptr_t)p - a) + 4095) / 4096;
-  if (n > sizeof v || mincore((void *)a, n * 4096, v) != 0) {
-    printf("FAIL: mincore failed\n");
-    exit(1);
-  }
-  size_t r = 0;
-  for (size_t i = 0; i < n; i++) r += v[i] & 1;
-  return r;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Resident pages of n blocks of `size` bytes, once none is left or 5 s
  * have passed (the purge delay is 50 ms; a loaded machine gets more). */

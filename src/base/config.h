@@ -116,6 +116,13 @@ __attribute__((visibility("hidden"), noreturn, cold)) void brisk_assert_fail(con
 #define SPAN_CACHE_DEPTH 32
 #define SPAN_CACHE_SPAN_MAX 8
 #define SPAN_CACHE_SLICES 128
+/* The large keep of a thread's heap (heaps/large_keep.h): spans of freed
+ * large blocks of at most LARGE_KEEP_SPAN_MAX slices (256 KiB), at most
+ * LARGE_KEEP_DEPTH of each size, together at most LARGE_KEEP_SLICES slices
+ * (2 MiB), taken by the heap's next large blocks with no lock. */
+#define LARGE_KEEP_SPAN_MAX 4
+#define LARGE_KEEP_DEPTH 8
+#define LARGE_KEEP_SLICES 32
 
 /* Entries of a heap's segment directory (span.h) kept in the heap itself:
  * 8 segments (32 MiB) before it needs a mapping of its own. */

@@ -7,6 +7,7 @@
 #include "base/atomics.h"
 #include "base/counters.h"
 #include "heaps/heap.h"
+#include "heaps/large_keep.h"
 #include "heaps/park.h"
 #include "heaps/sample.h"
 #include "os/platform.h"
@@ -167,6 +168,7 @@ uint64_t heaps_background_round(uint64_t now) {
        * and an inbox it has not taken in for a purge delay (park.h). */
       next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
       next = deadline_earlier(next, park_idle_inbox(h, now));
+      next = deadline_earlier(next, large_keep_idle(h, now));
     } else if (s == HEAP_ABANDONED) {
       /* No owner: serve it whole, as a freeing thread would. */
       int expected = HEAP_ABANDONED;
@@ -209,6 +211,9 @@ void heap_housekeeping(heap_t *h) {
    * per page; a purge waits for 8 slow paths at most beyond its delay. */
   if (++h->housekeeping_tick % HOUSEKEEPING_PURGE_EVERY == 0) {
     segment_set_purge(&h->segments, false);
+    /* With no background thread, the owner gives back what its keep held
+     * unused (the look of the background thread's, made here). */
+    if (atomic_load_relaxed(&h->keep_watched) && !background_running()) large_keep_idle(h, os_now_ms());
     if (h->kind == HEAP_KIND_THREAD && !sampling_active()) {
       h->cache_path_max = MEDIUM_MAX;
       h->refill_mask = REFILL_SLOW_EVERY - 1;
@@ -222,6 +227,7 @@ void heap_collect(heap_t *h, bool force) {
   heap_flush_outbox(h);
   class_cache_flush(h);
   heap_retire_empty_heads(h);
+  large_keep_flush(h); /* after the drain, which may keep spans */
   span_cache_flush(&h->segments);
   segment_set_purge(&h->segments, force);
   heap_stats_publish(h);

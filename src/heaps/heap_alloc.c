@@ -7,6 +7,7 @@
 #include "base/atomics.h"
 #include "guarded/guarded.h"
 #include "heaps/heap.h"
+#include "heaps/large_keep.h"
 #include "heaps/sample.h"
 #include "os/platform.h"
 #include "profiler/profiler.h"
@@ -39,11 +40,23 @@ static void *alloc_large(heap_t *h, size_t size, size_t alignment, bool sampled)
   if (atomic_load_relaxed(&h->inbox) & INBOX_PTR_MASK) heap_drain_inbox(h);
   size_t slices = large_slices(size);
   size_t align_slices = alignment > SLICE_SIZE ? alignment >> SLICE_SHIFT : 1;
-  page_t *pg = large_span(h, slices, align_slices, size, sampled);
-  if (pg == NULL) {
-    heap_collect(h, true);
+  /* The heap's own kept spans first, with no lock unless the span's tail
+   * past its usable size may be being purged (tail_marked) and the block
+   * reaches into it: then it is sized under the lock, as a span from the
+   * set is. (A smaller size only adds to the tail; the purger reads the
+   * size under the lock.) */
+  page_t *pg = sampled || align_slices != 1 ? NULL : large_keep_take(h, slices);
+  if (pg != NULL) {
+    size_t usable = large_usable(pg, size);
+    if (usable > pg->block_size && pg->tail_marked) span_large_resize(&h->segments, pg, size);
+    else field_store_relaxed(&pg->block_size, (uint32_t)usable);
+  } else {
     pg = large_span(h, slices, align_slices, size, sampled);
-    if (pg == NULL) return NULL;
+    if (pg == NULL) {
+      heap_collect(h, true);
+      pg = large_span(h, slices, align_slices, size, sampled);
+      if (pg == NULL) return NULL;
+    }
   }
   if (BRISK_HARDENED) guard_span_tail(pg);
   /* One block: inv 1, shift 0 make the index the offset itself, so only

@@ -12,7 +12,10 @@
  *   | segments, outbox[4]           |  owner thread only
  *   | ccache[52]: freed blocks of   |  classes above DIRECT_MAX: a stack
  *   |   each class, 1..8            |  of pointers per class
- *   +-------------------------------+  own cache line:
+ *   +-------------------------------+  own cache lines:
+ *   | keep[4][8] (atomic)           |  freed large spans of 1..4 slices:
+ *   | keep_seen, keep_watched       |  the owner's, taken back by the
+ *   +-------------------------------+  background thread when unused
  *   | inbox (atomic)                |  remote frees pushed by any thread
  *   | parked, inbox_watched,        |  an idle owner's inbox taken and
  *   |   pushers, inbox_seen*        |  purged by the background thread
@@ -20,7 +23,8 @@
  *
  * Cross-thread rules:
  *  - Only the owner (the thread whose id is in `tid`, or the thread that
- *    won state ABANDONED -> BUSY) touches anything but inbox and state.
+ *    won state ABANDONED -> BUSY) touches anything but inbox, state and
+ *    the large keep (large_keep.h).
  *  - inbox = block list | generation << 48. Pushers CAS with release after
  *    linking their batch; the owner takes the list with one exchange
  *    (acq_rel), leaving the generation. A push whose generation no longer
@@ -142,6 +146,15 @@ typedef struct heap_s {
   struct sampler_s *sampler;  /* its samplers' countdowns (sample.h); owner only */
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;
+  /* The large keep (large_keep.h). keep_n[n - 1]: the slots of spans of n
+   * slices in use, keep_slices: their slices (both the owner's). */
+  uint8_t keep_n[LARGE_KEEP_SPAN_MAX];
+  uint32_t keep_slices;
+  _Alignas(BRISK_CACHELINE) _Atomic(page_t *) keep[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
+  /* The background thread's: the slots at its last look; and the watch (set
+   * by a put that finds it clear, cleared by a look that finds none). */
+  _Alignas(BRISK_CACHELINE) page_t *keep_seen[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
+  _Atomic(int) keep_watched;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;
   /* Inbox chains the background thread took from an idle owner's inbox,
    * purged (park.h); taken by the owner with its inbox. */

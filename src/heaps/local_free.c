@@ -2,6 +2,7 @@
  * count of used blocks reaches notify_at. */
 #include "heaps/local_free.h"
 
+#include "heaps/large_keep.h"
 #include "heaps/sample.h"
 #include "runtime/background.h"
 #include "segments/segment.h"
@@ -28,7 +29,7 @@ static BRISK_NOINLINE void page_notify_push(page_t *pg, block_t *b) {
     if (BRISK_UNLIKELY(pg->prof_slot != 0)) {
       sample_freed_owned(pg, h);
       span_free_uncached(&h->segments, pg);
-    } else {
+    } else if (!large_keep_put(h, pg)) {
       span_free_large(&h->segments, pg);
     }
   } else {

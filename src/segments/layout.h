@@ -118,7 +118,10 @@ typedef struct page_s {
   uint16_t prof_block;    /* PAGE_HOLDS_SAMPLE: the sampled block's index + 1 */
   uint8_t in_full;         /* PAGE_LIST_QUEUE, _FULL or _BROKEN, | PAGE_HOLDS_SAMPLE
                              (owner only; page_list_of) */
-  uint8_t pad_owner_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 13];
+  uint8_t tail_marked;     /* a large block's: its span's tail was marked for the
+                             purge at the last sizing under the set's lock (it
+                             may be pending: the block may not grow without it) */
+  uint8_t pad_owner_[64 - 5 * sizeof(void *) - sizeof(uint64_t) - 14];
 } page_t;
 
 /* Blocks of pg handed out and not back (the invariant above). */

@@ -27,8 +27,11 @@ uint64_t segments_maintain(uint64_t now, bool force) {
 static void segment_purge_tails(segment_t *seg) {
   for (uint64_t t = seg->tails; t; t &= t - 1) {
     page_t *pg = &seg->pages[__builtin_ctzll(t)];
-    if ((pg->flags & PAGE_LARGE) && pg->span_bytes >= pg->block_size + LARGE_TAIL_PURGE_MIN)
-      os_purge(pg->start + pg->block_size, pg->span_bytes - pg->block_size);
+    /* (relaxed: the large keep marks a span it keeps, PAGE_LARGE left set,
+     * and gives it to a smaller block, without the lock) */
+    uint32_t usable = field_load_relaxed(&pg->block_size); /* (it may shrink: the tail only grows) */
+    if ((field_load_relaxed(&pg->flags) & PAGE_LARGE) && pg->span_bytes >= usable + LARGE_TAIL_PURGE_MIN)
+      os_purge(pg->start + usable, pg->span_bytes - usable);
   }
   seg->tails = 0;
 }

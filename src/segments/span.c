@@ -122,7 +122,7 @@ static page_t *span_carve(segment_t *seg, size_t first, size_t n, bool sample) {
  * the block is reported as one into free memory. When it leaves the cache
  * any other way, its slices point at the dead page again (span_cache_drop).
  * ------------------------------------------------------------------------- */
-static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits);
+static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits, bool now);
 
 static size_t span_first_slice(const segment_t *seg, const page_t *span) { return (size_t)(span - seg->pages); }
 
@@ -138,7 +138,7 @@ static void span_cache_unkeep(segment_t *seg, page_t *span) {
 static void span_cache_drop(segment_set_t *set, page_t *span) {
   segment_t *seg = segment_of_page(span);
   span_cache_unkeep(seg, span);
-  slices_release_locked(set, seg, slice_bits(span_first_slice(seg, span), span->slice_count));
+  slices_release_locked(set, seg, slice_bits(span_first_slice(seg, span), span->slice_count), false);
 }
 
 static void span_cache_push(segment_set_t *set, page_t *span, size_t n) {
@@ -444,7 +444,11 @@ page_t *span_alloc_large(segment_set_t *set, size_t slices, size_t align_slices,
   return span;
 }
 
-static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
+/* How span_free_locked gives a span back: kept whole in the span cache
+ * where it fits, or its slices free (purged after the delay, or now). */
+enum { SPAN_TO_SLICES = 0, SPAN_TO_CACHE = 1, SPAN_PURGE_NOW = 2 };
+
+static void span_free_locked(segment_set_t *set, page_t *span, int how) {
   segment_t *seg = segment_of_page(span);
   size_t first = (size_t)(span - seg->pages);
   size_t n = span->slice_count;
@@ -454,7 +458,7 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   brisk_assert((span->flags & PAGE_LARGE) || page_used(span) == 0);
   seg->tails &= ~bits;
   seg->tails_later &= ~bits;
-  bool large = (span->flags & PAGE_LARGE) != 0;
+  bool large = (span->flags & PAGE_LARGE) != 0, may_cache = how == SPAN_TO_CACHE;
   if (may_cache && large && span_cache_put(set, span, n)) {
     span_keep_large(span); /* its slices still point at it (the span cache) */
     return;
@@ -462,20 +466,20 @@ static void span_free_locked(segment_set_t *set, page_t *span, bool may_cache) {
   for (size_t i = first; i < first + n; i++) seg->pages[i].span = &brisk_dead_page;
   page_desc_clear(span);
   if (may_cache && !large && span_cache_put(set, span, n)) return;
-  slices_release_locked(set, seg, bits);
+  slices_release_locked(set, seg, bits, how == SPAN_PURGE_NOW);
 }
 
 /* Slices no span uses any more become free; they are purged after the
- * delay (at once when it is 0). */
-static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits) {
+ * delay (at once when it is 0, or when `now`). */
+static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t bits, bool now) {
   seg->free_slices |= bits;
   if (set_note_free(set, seg)) return;
   uint64_t delay = options_purge_delay_ms();
-  if (delay == 0) { /* at once; what the OS refused stays dirty */
+  if (now || delay == 0) { /* what the OS refused stays dirty */
     seg->dirty_slices &= ~bits | segment_purge_slices(seg, bits);
   }
   dir_sync(set, seg);
-  if (delay == 0) return;
+  if (now || delay == 0) return;
   /* Slices wait between one and two delays: those freed while a deadline
    * is pending join the next round, so a slice freed just before the
    * deadline is not purged (and re-faulted) at once. */
@@ -495,15 +499,19 @@ static void slices_release_locked(segment_set_t *set, segment_t *seg, uint64_t b
 
 void span_free(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
-  span_free_locked(set, span, true);
+  span_free_locked(set, span, SPAN_TO_CACHE);
   set_unlock(set);
 }
 
 void span_free_large(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
-  if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
-    span_free_locked(set, span, true);
+  span_free_large_held(set, span);
   set_unlock(set);
+}
+
+void span_free_kept_held(segment_set_t *set, page_t *span) {
+  span_mark_taken(span);
+  span_free_locked(set, span, SPAN_PURGE_NOW);
 }
 
 int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p, uintptr_t keep_owner) {
@@ -531,12 +539,12 @@ int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const vo
 
 void span_free_large_held(segment_set_t *set, page_t *span) {
   if (span->slice_count > SPAN_CACHE_SPAN_MAX || !span_cache_put_large_locked(set, span))
-    span_free_locked(set, span, true);
+    span_free_locked(set, span, SPAN_TO_CACHE);
 }
 
 void span_free_uncached(segment_set_t *set, page_t *span) {
   lock_acquire(&set->lock);
-  span_free_locked(set, span, false);
+  span_free_locked(set, span, SPAN_TO_SLICES);
   set_unlock(set);
 }
 
@@ -577,6 +585,7 @@ static void large_resize_locked(segment_set_t *set, page_t *span, size_t size) {
   uint64_t bit = (uint64_t)1 << span_first_slice(seg, span);
   span->block_size = (uint32_t)large_usable(span, size);
   bool tail = large_has_tail(span);
+  span->tail_marked = tail && options_purge_delay_ms() != 0;
   if (tail && options_purge_delay_ms() == 0) { /* at once */
     os_purge(span->start + span->block_size, span->span_bytes - span->block_size);
   } else if (tail) {

@@ -6,6 +6,7 @@
 #ifndef BRISK_SPAN_H
 #define BRISK_SPAN_H
 
+#include "base/atomics.h"
 #include "segments/set.h"
 
 /* A span of `slices` slices whose first slice index is a multiple of
@@ -66,6 +67,28 @@ BRISK_INTERNAL int span_free_foreign(segment_set_t *set, segment_t *seg, page_t 
  * background thread, for a large block in an idle owner's inbox): to the
  * span cache, or to the free slices. */
 BRISK_INTERNAL void span_free_large_held(segment_set_t *set, page_t *span);
+/* A large block's span its heap keeps without the set's lock (the large
+ * keep, heaps/large_keep.h): marked not in use as the span cache marks
+ * its spans (no PAGE_IN_USE, reserved and capacity 0: a second free, a
+ * usable size or a realloc of the block is reported as one of free
+ * memory, and a remote free goes no further than free's checks), the rest
+ * as it was: the set still has it in use, with its usable size
+ * (block_size) and its tail's purge. The flags are stored relaxed: the
+ * purger reads them under the set's lock (PAGE_LARGE, which stays). */
+BRISK_INLINE void span_mark_kept(page_t *span) {
+  field_store_relaxed(&span->flags, (uint8_t)PAGE_LARGE);
+  span->reserved = 0;
+  span->capacity = 0;
+}
+/* A kept span in use again (its block's fields are the caller's to set). */
+BRISK_INLINE void span_mark_taken(page_t *span) {
+  field_store_relaxed(&span->flags, (uint8_t)(PAGE_IN_USE | PAGE_LARGE));
+}
+/* A kept span given back by a thread that holds the set's lock (the
+ * background thread, once the span has waited unused for a whole delay):
+ * its slices freed and purged at once. (Its owner takes it back first and
+ * frees it as span_free_large does.) */
+BRISK_INTERNAL void span_free_kept_held(segment_set_t *set, page_t *span);
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */

@@ -163,6 +163,9 @@ json_struct! {
         guarded_live_peak: i64,
         huge_allocs: i64,
         large_allocs: i64,
+        /// Spans of freed large blocks a thread kept unused for a purge
+        /// delay, given back (purged) by the background thread.
+        large_keep_returned: i64,
         /// Batches of frees from other threads handed over.
         remote_batches: i64,
         /// Blocks freed by a thread other than their owner, and of those,

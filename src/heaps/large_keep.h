@@ -1,0 +1,49 @@
+/* The large keep: a thread's heap keeps the spans of its freed large
+ * blocks of up to LARGE_KEEP_SPAN_MAX slices (256 KiB) for its next large
+ * blocks of their size, with no lock: up to LARGE_KEEP_DEPTH of each size
+ * and LARGE_KEEP_SLICES slices (2 MiB) in all (config.h). The set's span
+ * cache (span.h) is the same idea under the set's lock; the keep is in
+ * front of it. A large block freed by another thread comes back through
+ * the inbox, and its owner's drain puts it here as its own free would.
+ *
+ * Each size has a stack of slots, atomic words: the owner pushes a span
+ * onto the slot at keep_n (every slot above it is empty) and pops by
+ * exchanging a slot with NULL. The background thread takes a span that
+ * has sat in its slot for a whole delay (the same span at two looks a
+ * delay apart) with a CAS, under the set's lock, and frees it, purged:
+ * a span freed at time t is back to the OS by t + 2 delays if no large
+ * block of its size came, whether the owner runs or sleeps. Only the
+ * owner fills a slot, so a slot it finds empty below keep_n was taken
+ * (its slices are counted out then).
+ *
+ * A kept span stays in use for the set, with its usable size (block_size)
+ * and any pending purge of its tail (the part of the span past block_size):
+ * a span is taken without the lock only for a block that fits that size,
+ * else its size is changed under the lock (span_large_resize), where the
+ * purger reads it. It is marked not in use (span_mark_kept), so that a
+ * second free of its block is reported.
+ *
+ * Only a thread's heap while its owner runs (tid set) keeps spans: not a
+ * first-class heap, not a heap served by another thread, not the
+ * hardened build (its spans carry guard pages and kinds).
+ *
+ * Layer: heaps, after page.h and before local_free.h. */
+#ifndef BRISK_LARGE_KEEP_H
+#define BRISK_LARGE_KEEP_H
+
+#include "heaps/page.h"
+
+/* The owner keeps span (a large block's, just freed and counted back);
+ * false when it is not kept (then it goes to the set). */
+BRISK_INTERNAL bool large_keep_put(heap_t *h, page_t *span);
+/* The owner takes the newest kept span of `slices` slices, marked in use
+ * (its block's fields are the caller's to set), or NULL. */
+BRISK_INTERNAL page_t *large_keep_take(heap_t *h, size_t slices);
+/* The owner gives every kept span to the set (a collect, its exit). */
+BRISK_INTERNAL void large_keep_flush(heap_t *h);
+/* The background thread's look at an owned heap's keep (or the owner's own,
+ * when no background thread runs): what was unused since the last look a
+ * delay ago goes back. Returns the next look's time (0: none needed). */
+BRISK_INTERNAL uint64_t large_keep_idle(heap_t *h, uint64_t now);
+
+#endif
