@@ -144,14 +144,16 @@ BRISK_API void brisk_fault_injection(long fail_after, unsigned fail_per_million)
  * growing mremap with ENOMEM, munmap with ENOMEM (a split past
  * vm.max_map_count), madvise(MADV_DONTNEED) with EINVAL (locked memory),
  * mremap with ENOMEM, mprotect with ENOMEM, the background thread's start
- * with EAGAIN. */
+ * with EAGAIN, membarrier (the background thread's fence against a thread
+ * that keeps large blocks) with EPERM. */
 #define BRISK_FAULT_MMAP 1u
 #define BRISK_FAULT_MUNMAP 2u
 #define BRISK_FAULT_MADVISE 4u
 #define BRISK_FAULT_MREMAP 8u
 #define BRISK_FAULT_MPROTECT 16u
 #define BRISK_FAULT_THREAD 32u
-#define BRISK_FAULT_ALL 63u
+#define BRISK_FAULT_MEMBARRIER 64u
+#define BRISK_FAULT_ALL 127u
 BRISK_API void brisk_fault_injection_calls(unsigned kinds);
 
 /* ---------------------------------------------------------------------------

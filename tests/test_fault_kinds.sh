@@ -15,6 +15,8 @@
 #   mremap    ENOMEM     huge blocks grown and shrunk by realloc
 #   mprotect  ENOMEM     the hardened library's guard pages
 #   thread    EAGAIN     the background thread's start, every time
+#   membarrier EPERM     the fence of the large keep's handshake, every time
+#                        (the keep is then off)
 set -u
 build="${BRISKTEST_BUILD_DIR:?}"
 bin="${BRISKTEST_BIN_DIR:?}"
@@ -60,10 +62,12 @@ run "mprotect fails at random (hardened)" protect_failures "$build/libbrisk-hard
   BRISK_FAULT_CALLS=16 BRISK_FAULT_RATE=200000
 run "the background thread never starts" thread_failures "" \
   BRISK_FAULT_CALLS=32 BRISK_FAULT_AFTER=0 BRISK_PURGE_DELAY=5
+run "membarrier always fails" fence_failures "" \
+  BRISK_FAULT_CALLS=64 BRISK_FAULT_AFTER=0 BRISK_PURGE_DELAY=1
 run "every kind at random" "" "" \
-  BRISK_FAULT_CALLS=63 BRISK_FAULT_RATE=20000 BRISK_SEGMENT_CACHE=0 BRISK_PURGE_DELAY=1
+  BRISK_FAULT_CALLS=127 BRISK_FAULT_RATE=20000 BRISK_SEGMENT_CACHE=0 BRISK_PURGE_DELAY=1
 run "every kind at random (hardened)" "" "$build/libbrisk-hardened.so" \
-  BRISK_FAULT_CALLS=63 BRISK_FAULT_RATE=20000 BRISK_SEGMENT_CACHE=0 BRISK_PURGE_DELAY=1
+  BRISK_FAULT_CALLS=127 BRISK_FAULT_RATE=20000 BRISK_SEGMENT_CACHE=0 BRISK_PURGE_DELAY=1
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

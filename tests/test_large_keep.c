@@ -12,7 +12,11 @@
  *    within 5 s; the thread allocates again afterwards without trouble;
  *  - a race: with a 1 ms purge delay, the background thread takes kept
  *    spans while their owner takes others and another thread frees
- *    blocks into the owner's heap; every block's content is checked.
+ *    blocks into the owner's heap; every block's content is checked;
+ *  - the fence refused (fault injection): the background thread's
+ *    membarrier fails, the keep is off from then on, its owner still
+ *    takes back what it kept, and what it frees goes to the set's span
+ *    cache and back to the OS after the delay.
  *
  * The brisk_* calls: under ThreadSanitizer, malloc is the sanitizer's.
  *
@@ -251,6 +255,66 @@ static void race(void) {
         RACE_ROUNDS);
 }
 
+/* ---- the fence refused: the keep is switched off ---- */
+enum { OFF_N = 4, OFF_SIZE = 120000 };
+static unsigned char *off_blocks[OFF_N];
+static _Atomic int off_stage;
+
+static void *off_owner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < OFF_N; i++) {
+    off_blocks[i] = brisk_malloc(OFF_SIZE);
+    if (off_blocks[i] == NULL) exit(1);
+    memset(off_blocks[i], 0x44, OFF_SIZE);
+  }
+  for (int i = 0; i < OFF_N; i++) brisk_free(off_blocks[i]); /* kept, watched */
+  off_stage = 1;
+  while (off_stage != 2) sleep_ms(1);
+  /* the background thread's fence was refused: what was kept is still
+   * this thread's to take; what it frees now goes to the set */
+  for (int i = 0; i < OFF_N; i++) {
+    off_blocks[i] = brisk_malloc(OFF_SIZE);
+    CHECK(off_blocks[i] != NULL, "malloc(%d) with the keep off failed", OFF_SIZE);
+    if (off_blocks[i] == NULL) exit(1);
+    fill(off_blocks[i], OFF_SIZE, 90 + (unsigned)i);
+  }
+  for (int i = 0; i < OFF_N; i++) {
+    CHECK(intact(off_blocks[i], OFF_SIZE, 90 + (unsigned)i), "block %d changed with the keep off", i);
+    brisk_free(off_blocks[i]);
+  }
+  off_stage = 3;
+  while (off_stage != 4) sleep_ms(1); /* quiet */
+  return NULL;
+}
+
+static void fence_refused(void) {
+  double refused = brisk_stat("fence_failures");
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, off_owner, NULL) == 0, "pthread_create failed");
+  while (off_stage != 1) sleep_ms(1);
+  brisk_fault_injection_calls(BRISK_FAULT_MEMBARRIER);
+  brisk_fault_injection(0, 0); /* every membarrier from now on */
+  for (int i = 0; i < 100 && brisk_stat("fence_failures") == refused; i++) sleep_ms(50);
+  CHECK(brisk_stat("fence_failures") > refused, "no membarrier was refused in 5 s (fence_failures %.0f)",
+        brisk_stat("fence_failures"));
+  off_stage = 2;
+  while (off_stage != 3) sleep_ms(1);
+  /* freed with the keep off: the set's span cache, given back at its deadline */
+  size_t resident = 0;
+  for (int i = 0; i < 100; i++) {
+    resident = 0;
+    for (int k = 0; k < OFF_N; k++) resident += resident_pages(off_blocks[k], OFF_SIZE);
+    if (resident == 0) break;
+    sleep_ms(50);
+  }
+  CHECK(resident == 0, "%zu pages of %d blocks freed after the fence was refused still resident 5 s later", resident,
+        OFF_N);
+  brisk_fault_injection(-1, 0);
+  brisk_fault_injection_calls(BRISK_FAULT_MMAP);
+  off_stage = 4;
+  pthread_join(t, NULL);
+}
+
 int main(void) {
   char stats[8192];
   brisk_stats_json(stats, sizeof stats);
@@ -266,12 +330,13 @@ int main(void) {
   }
   quiet();
   race();
+  fence_refused(); /* last: the keep stays off for the process */
   CHECK(brisk_errors_reported() == 2, "brisk reported %ld bad inputs, not the 2 made", brisk_errors_reported());
   if (failures) {
     printf("test_large_keep: %d failures\n", failures);
     return 1;
   }
   printf("test_large_keep: reuse with the request's usable size, second frees reported, a sleeping owner's spans "
-         "given back, and the background thread's takes raced\n");
+         "given back, the background thread's takes raced, and the keep off when its fence is refused\n");
   return 0;
 }

@@ -532,7 +532,8 @@ int main(int argc, char **argv) {
     /* What the OS refused (fault injection), for the script that runs this */
     static char js[1 << 16];
     static const char *const refused[] = {"map_failures", "unmap_failures", "purge_failures",
-                                          "remap_failures", "protect_failures", "thread_failures"};
+                                          "remap_failures", "protect_failures", "thread_failures",
+                                          "fence_failures"};
     if (brisk_stats_json(js, sizeof(js)) > 0) {
       for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         char key[64];

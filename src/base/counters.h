@@ -27,6 +27,7 @@
   X(map_failures, COUNT, "mmap calls the OS refused (or a growing mremap): the request failed or took another way") \
   X(remap_failures, COUNT, "mremap calls the OS refused: the block was copied or kept its size") \
   X(thread_failures, COUNT, "background thread starts the OS refused: tried again at the next deadline") \
+  X(fence_failures, COUNT, "membarrier calls the OS refused: the large keep is switched off") \
   X(purge_failures, COUNT, "purges the OS refused (locked memory): kept resident, not known zero") \
   X(unmap_failures, COUNT, "munmap calls the OS refused: the memory stays mapped and is kept or left unused") \
   X(protect_failures, COUNT, "mprotect calls the OS refused (the hardened build's guard pages, guarded samples' slots)") \

@@ -168,7 +168,7 @@ uint64_t heaps_background_round(uint64_t now) {
        * and an inbox it has not taken in for a purge delay (park.h). */
       next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
       next = deadline_earlier(next, park_idle_inbox(h, now));
-      next = deadline_earlier(next, large_keep_idle(h, now));
+      next = deadline_earlier(next, large_keep_idle(h, now, false));
     } else if (s == HEAP_ABANDONED) {
       /* No owner: serve it whole, as a freeing thread would. */
       int expected = HEAP_ABANDONED;
@@ -213,7 +213,7 @@ void heap_housekeeping(heap_t *h) {
     segment_set_purge(&h->segments, false);
     /* With no background thread, the owner gives back what its keep held
      * unused (the look of the background thread's, made here). */
-    if (atomic_load_relaxed(&h->keep_watched) && !background_running()) large_keep_idle(h, os_now_ms());
+    if (atomic_load_relaxed(&h->keep_watched) && !background_running()) large_keep_idle(h, os_now_ms(), true);
     if (h->kind == HEAP_KIND_THREAD && !sampling_active()) {
       h->cache_path_max = MEDIUM_MAX;
       h->refill_mask = REFILL_SLOW_EVERY - 1;

@@ -13,8 +13,8 @@
  *   | ccache[52]: freed blocks of   |  classes above DIRECT_MAX: a stack
  *   |   each class, 1..8            |  of pointers per class
  *   +-------------------------------+  own cache lines:
- *   | keep[4][8] (atomic)           |  freed large spans of 1..4 slices:
- *   | keep_seen, keep_watched       |  the owner's, taken back by the
+ *   | keep_n, keep_busy, keep[4][8] |  freed large spans of 1..4 slices:
+ *   | keep_seen                     |  the owner's, taken back by the
  *   +-------------------------------+  background thread when unused
  *   | inbox (atomic)                |  remote frees pushed by any thread
  *   | parked, inbox_watched,        |  an idle owner's inbox taken and
@@ -146,15 +146,19 @@ typedef struct heap_s {
   struct sampler_s *sampler;  /* its samplers' countdowns (sample.h); owner only */
   struct heap_s *next_all;    /* every heap ever made, never unlinked */
   _Atomic(int) state;
-  /* The large keep (large_keep.h). keep_n[n - 1]: the slots of spans of n
-   * slices in use, keep_slices: their slices (both the owner's). */
-  uint8_t keep_n[LARGE_KEEP_SPAN_MAX];
+  /* The large keep (large_keep.h): keep_n[n - 1], the slots of spans of n
+   * slices in use, and keep_slices, their slices (the owner's); the two
+   * sides of the handshake (keep_busy, the owner's; keep_frozen, the
+   * background thread's); the watch (set by a put that finds it clear,
+   * cleared by a look that finds no span); the slots. */
+  _Alignas(BRISK_CACHELINE) uint8_t keep_n[LARGE_KEEP_SPAN_MAX];
   uint32_t keep_slices;
-  _Alignas(BRISK_CACHELINE) _Atomic(page_t *) keep[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
-  /* The background thread's: the slots at its last look; and the watch (set
-   * by a put that finds it clear, cleared by a look that finds none). */
+  _Atomic(uint8_t) keep_busy;
+  _Atomic(uint8_t) keep_frozen;
+  _Atomic(uint8_t) keep_watched;
+  _Atomic(page_t *) keep[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
+  /* The background thread's: the slots at its last look. */
   _Alignas(BRISK_CACHELINE) page_t *keep_seen[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
-  _Atomic(int) keep_watched;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;
   /* Inbox chains the background thread took from an idle owner's inbox,
    * purged (park.h); taken by the owner with its inbox. */

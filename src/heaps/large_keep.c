@@ -7,92 +7,184 @@
 #include "runtime/background.h"
 #include "runtime/options.h"
 
+/* Whether the keep is on: the process's asymmetric fence registered (1),
+ * not yet tried (0), or refused (2: then no thread keeps spans). */
+static _Atomic(int) keep_fence;
+
+static bool keep_on(void) {
+  int v = atomic_load_relaxed(&keep_fence);
+  if (BRISK_LIKELY(v == 1)) return true;
+  if (v == 0) {
+    int got = os_fence_register() ? 1 : 2;
+    atomic_compare_exchange_strong(&keep_fence, &v, got); /* the first answer stands */
+    v = atomic_load_relaxed(&keep_fence);
+  }
+  return v == 1;
+}
+
+/* The owner's side of the handshake: busy, then a look at frozen, with only
+ * a compiler barrier between (the background thread's fence orders them
+ * against its own store and load). false: the background thread is
+ * looking, or about to: the operation goes under the set's lock instead. */
+BRISK_INLINE bool keep_enter(heap_t *h) {
+  atomic_store_relaxed(&h->keep_busy, 1);
+  atomic_signal_fence(memory_order_seq_cst);
+  /* acquire: the slots the background thread emptied before it let go */
+  if (BRISK_LIKELY(!atomic_load_explicit(&h->keep_frozen, memory_order_acquire))) return true;
+  atomic_store_relaxed(&h->keep_busy, 0);
+  return false;
+}
+
+BRISK_INLINE void keep_leave(heap_t *h) {
+  atomic_signal_fence(memory_order_seq_cst);
+  atomic_store_explicit(&h->keep_busy, 0, memory_order_release);
+}
+
 /* A put into a keep not watched: the background thread is to look at it
  * a delay from now (a clock read once per watch, not per put). */
 static BRISK_NOINLINE void large_keep_watch(heap_t *h) {
-  atomic_store(&h->keep_watched, 1);
+  atomic_store_relaxed(&h->keep_watched, 1);
   uint64_t delay = options_purge_delay_ms();
   if (delay >= UINT64_MAX / 2) return; /* memory is never given back */
   background_schedule(os_now_ms() + delay, false);
+}
+
+/* The put itself, by the owner inside the handshake or under the lock:
+ * true when the keep was not watched. */
+static bool keep_push(heap_t *h, page_t *span, size_t n, uint32_t k) {
+  span_mark_kept(span);
+  /* release: the marks, for the thread that takes the span */
+  atomic_store_explicit(&h->keep[n - 1][k], span, memory_order_release);
+  h->keep_n[n - 1] = (uint8_t)(k + 1);
+  h->keep_slices += (uint32_t)n;
+  return !atomic_load_relaxed(&h->keep_watched);
+}
+
+static BRISK_NOINLINE bool keep_push_locked(heap_t *h, page_t *span, size_t n, uint32_t k) {
+  lock_acquire(&h->segments.lock);
+  bool unwatched = keep_push(h, span, n, k);
+  set_unlock(&h->segments);
+  return unwatched;
 }
 
 bool large_keep_put(heap_t *h, page_t *span) {
   size_t n = span->slice_count;
   if (BRISK_HARDENED || h->kind != HEAP_KIND_THREAD || h->tid == 0 || n > LARGE_KEEP_SPAN_MAX) return false;
   uint32_t k = h->keep_n[n - 1];
-  if (k == LARGE_KEEP_DEPTH || h->keep_slices + n > LARGE_KEEP_SLICES || options_purge_delay_ms() == 0)
+  if (k == LARGE_KEEP_DEPTH || h->keep_slices + n > LARGE_KEEP_SLICES || options_purge_delay_ms() == 0 ||
+      !keep_on())
     return false;
-  span_mark_kept(span);
-  /* Sequentially consistent, as the load of the watch after it: against
-   * the background thread's clear of the watch and its loads of the slots
-   * after it, one of the two sees the other (large_keep_idle). The span's
-   * marks are released with it to the thread that takes it. */
-  atomic_store(&h->keep[n - 1][k], span);
-  h->keep_n[n - 1] = (uint8_t)(k + 1);
-  h->keep_slices += (uint32_t)n;
-  if (!atomic_load(&h->keep_watched)) large_keep_watch(h);
+  bool unwatched;
+  if (BRISK_LIKELY(keep_enter(h))) {
+    unwatched = keep_push(h, span, n, k);
+    keep_leave(h);
+  } else {
+    unwatched = keep_push_locked(h, span, n, k);
+  }
+  if (unwatched) large_keep_watch(h);
   return true;
 }
 
-page_t *large_keep_take(heap_t *h, size_t slices) {
-  if (slices > LARGE_KEEP_SPAN_MAX) return NULL;
+/* The pop itself (inside the handshake or under the lock): the newest span
+ * of `slices` slices; a slot found empty below keep_n was emptied by the
+ * background thread (its slices are counted out here). */
+static page_t *keep_pop(heap_t *h, size_t slices) {
   _Atomic(page_t *) *slot = h->keep[slices - 1];
   for (uint32_t k = h->keep_n[slices - 1]; k-- > 0;) {
     h->keep_n[slices - 1] = (uint8_t)k;
-    h->keep_slices -= (uint32_t)slices; /* taken here, or by the background thread */
-    if (atomic_load_relaxed(&slot[k]) == NULL) continue;
-    page_t *span = atomic_exchange_explicit(&slot[k], NULL, memory_order_acquire);
+    h->keep_slices -= (uint32_t)slices;
+    /* acquire: the marks the span was pushed with */
+    page_t *span = atomic_load_explicit(&slot[k], memory_order_acquire);
     if (span != NULL) {
-      span_mark_taken(span);
+      atomic_store_relaxed(&slot[k], NULL);
       return span;
     }
   }
   return NULL;
 }
 
-void large_keep_flush(heap_t *h) {
-  for (size_t n = 1; n <= LARGE_KEEP_SPAN_MAX; n++) {
-    page_t *span;
-    while ((span = large_keep_take(h, n)) != NULL) span_free_large(&h->segments, span);
-  }
+static BRISK_NOINLINE page_t *keep_pop_locked(heap_t *h, size_t slices) {
+  lock_acquire(&h->segments.lock);
+  page_t *span = keep_pop(h, slices);
+  set_unlock(&h->segments);
+  return span;
 }
 
-/* Slots that hold a span, each seen as it is now (under the set's lock,
- * which keeps two looks apart); take: those that held the same span at
- * the last look go back to the set. */
-static bool large_keep_look(heap_t *h, bool take) {
+page_t *large_keep_take(heap_t *h, size_t slices) {
+  if (slices > LARGE_KEEP_SPAN_MAX || h->keep_n[slices - 1] == 0) return NULL;
+  page_t *span;
+  if (BRISK_LIKELY(keep_enter(h))) {
+    span = keep_pop(h, slices);
+    keep_leave(h);
+  } else {
+    span = keep_pop_locked(h, slices);
+  }
+  if (span != NULL) span_mark_taken(span);
+  return span;
+}
+
+void large_keep_flush(heap_t *h) {
+  lock_acquire(&h->segments.lock);
+  for (size_t n = 1; n <= LARGE_KEEP_SPAN_MAX; n++) {
+    page_t *span;
+    while ((span = keep_pop(h, n)) != NULL) {
+      span_mark_taken(span);
+      span_free_large_held(&h->segments, span);
+    }
+  }
+  set_unlock(&h->segments);
+}
+
+/* Under the set's lock, with the owner out of the slots: each slot that
+ * held the same span at the last look gives it back (freed, purged); the
+ * rest are seen for the next look. true: a span is still kept. */
+static bool keep_look(heap_t *h) {
   bool held = false;
   for (size_t n = 0; n < LARGE_KEEP_SPAN_MAX; n++) {
     for (size_t k = 0; k < LARGE_KEEP_DEPTH; k++) {
       _Atomic(page_t *) *slot = &h->keep[n][k];
-      page_t *span = atomic_load(slot);
-      /* acquire: the owner's marks of the span, stored before it */
-      if (take && span != NULL && span == h->keep_seen[n][k] &&
-          atomic_compare_exchange_strong_explicit(slot, &span, NULL, memory_order_acquire, memory_order_relaxed)) {
+      page_t *span = atomic_load_explicit(slot, memory_order_acquire);
+      if (span != NULL && span == h->keep_seen[n][k]) {
+        atomic_store_relaxed(slot, NULL);
         span_free_kept_held(&h->segments, span);
         STAT_COUNT(large_keep_returned, 1);
         span = NULL;
       }
-      if (take) h->keep_seen[n][k] = span;
+      h->keep_seen[n][k] = span;
       held |= span != NULL;
     }
   }
+  if (!held) atomic_store_relaxed(&h->keep_watched, 0);
   return held;
 }
 
-uint64_t large_keep_idle(heap_t *h, uint64_t now) {
-  if (!atomic_load(&h->keep_watched)) return 0;
+uint64_t large_keep_idle(heap_t *h, uint64_t now, bool by_owner) {
+  if (!atomic_load_relaxed(&h->keep_watched)) return 0;
   uint64_t delay = options_purge_delay_ms();
   if (delay >= UINT64_MAX / 2) return 0;
   if (!lock_try_acquire(&h->segments.lock)) return now + PURGE_RETRY_MS;
-  bool held = large_keep_look(h, true);
-  set_unlock(&h->segments);
-  if (!held) {
-    /* A store then loads of the slots: a put's store then load of the
-     * watch either sees it cleared and watches again, or is seen here. */
-    atomic_store(&h->keep_watched, 0);
-    if (!large_keep_look(h, false)) return 0;
-    atomic_store(&h->keep_watched, 1);
+  if (!by_owner) {
+    /* The other side of the handshake: frozen, then the fence, then a look
+     * at busy. An owner inside an operation is seen busy (its store came
+     * before the fence reached it); one that starts after sees frozen and
+     * waits for the lock. */
+    atomic_store_relaxed(&h->keep_frozen, 1);
+    if (!os_fence_all()) {
+      /* Nothing is ordered: the keep is off from now on (what is kept
+       * waits for its owner's next large block or collect). */
+      atomic_store_relaxed(&keep_fence, 2);
+      atomic_store_explicit(&h->keep_frozen, 0, memory_order_release);
+      set_unlock(&h->segments);
+      return 0;
+    }
+    if (atomic_load_relaxed(&h->keep_busy)) {
+      atomic_store_explicit(&h->keep_frozen, 0, memory_order_release);
+      set_unlock(&h->segments);
+      return now + PURGE_RETRY_MS;
+    }
   }
-  return now + delay;
+  bool held = keep_look(h);
+  if (!by_owner) atomic_store_explicit(&h->keep_frozen, 0, memory_order_release);
+  set_unlock(&h->segments);
+  return held ? now + delay : 0;
 }

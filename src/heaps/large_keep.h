@@ -6,15 +6,24 @@
  * front of it. A large block freed by another thread comes back through
  * the inbox, and its owner's drain puts it here as its own free would.
  *
- * Each size has a stack of slots, atomic words: the owner pushes a span
- * onto the slot at keep_n (every slot above it is empty) and pops by
- * exchanging a slot with NULL. The background thread takes a span that
+ * Each size has a stack of slots: the owner pushes a span onto the slot at
+ * keep_n (every slot above it is empty) and pops the newest, with plain
+ * stores and loads and no fence. The background thread takes a span that
  * has sat in its slot for a whole delay (the same span at two looks a
- * delay apart) with a CAS, under the set's lock, and frees it, purged:
- * a span freed at time t is back to the OS by t + 2 delays if no large
- * block of its size came, whether the owner runs or sleeps. Only the
- * owner fills a slot, so a slot it finds empty below keep_n was taken
- * (its slices are counted out then).
+ * delay apart) and frees it, purged: a span freed at time t is back to the
+ * OS by t + 2 delays if no large block of its size came, whether the
+ * owner runs or sleeps. Only the owner fills a slot, so a slot it finds
+ * empty below keep_n was emptied by the background thread (its slices are
+ * counted out then).
+ *
+ * The two never touch the slots at once, by an asymmetric handshake: the
+ * owner marks itself busy, then reads keep_frozen (a compiler barrier
+ * between: no fence on its side); the background thread, holding the
+ * set's lock, sets keep_frozen, makes every thread of the process pass a
+ * memory barrier (os_fence_all: membarrier), then reads keep_busy. The
+ * owner is then seen busy (the background thread leaves, to look again
+ * soon) or sees frozen and does its operation under the set's lock, after
+ * the look. Without the fence (membarrier refused) no thread keeps spans.
  *
  * A kept span stays in use for the set, with its usable size (block_size)
  * and any pending purge of its tail (the part of the span past block_size):
@@ -41,9 +50,10 @@ BRISK_INTERNAL bool large_keep_put(heap_t *h, page_t *span);
 BRISK_INTERNAL page_t *large_keep_take(heap_t *h, size_t slices);
 /* The owner gives every kept span to the set (a collect, its exit). */
 BRISK_INTERNAL void large_keep_flush(heap_t *h);
-/* The background thread's look at an owned heap's keep (or the owner's own,
- * when no background thread runs): what was unused since the last look a
- * delay ago goes back. Returns the next look's time (0: none needed). */
-BRISK_INTERNAL uint64_t large_keep_idle(heap_t *h, uint64_t now);
+/* The background thread's look at an owned heap's keep (by_owner: the
+ * owner's own, when no background thread runs): what was unused since the
+ * last look a delay ago goes back. Returns the next look's time (0: none
+ * needed). */
+BRISK_INTERNAL uint64_t large_keep_idle(heap_t *h, uint64_t now, bool by_owner);
 
 #endif

@@ -50,7 +50,8 @@ enum {
   OS_FAULT_MREMAP = 8,   /* any mremap: ENOMEM */
   OS_FAULT_MPROTECT = 16, /* mprotect: ENOMEM */
   OS_FAULT_THREAD = 32,  /* the background thread's start: EAGAIN */
-  OS_FAULT_ALL = 63,
+  OS_FAULT_FENCE = 64,   /* membarrier: EPERM */
+  OS_FAULT_ALL = 127,
   OS_FAULT_MEMORY = OS_FAULT_MMAP,
 };
 BRISK_INTERNAL void os_fault_injection(int64_t after, uint32_t per_million);
@@ -86,6 +87,14 @@ typedef struct os_process_figures_s {
 BRISK_INTERNAL void os_process_figures(os_process_figures_t *out);
 BRISK_INTERNAL void os_abort(void) __attribute__((noreturn));
 BRISK_INTERNAL void os_yield(void);
+/* The asymmetric fence (membarrier): os_fence_register once per process
+ * (false: the kernel has none, or refused), then each os_fence_all makes
+ * every running thread of the process pass a full memory barrier before it
+ * returns, so that a thread whose side of a store-then-load pair has only
+ * a compiler barrier is ordered against the caller's (false: refused,
+ * nothing is ordered). */
+BRISK_INTERNAL bool os_fence_register(void);
+BRISK_INTERNAL bool os_fence_all(void);
 BRISK_INTERNAL char **os_environ(void);
 /* 64 random bits from the kernel's start-up gift (AT_RANDOM) and the
  * clock: no system call; for seeds, never for keys. */

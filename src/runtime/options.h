@@ -41,8 +41,8 @@ enum { ON_ERROR_REPORT = 0, ON_ERROR_ABORT = 1 };
     "testing: OS memory requests fail after this many (-1: never)")            \
   X(fault_rate, FAULT_RATE, 0, 0, 1000000, 0,                                   \
     "testing: OS memory requests fail with this probability per million")      \
-  X(fault_calls, FAULT_CALLS, 1, 1, 63, 0,                                       \
-    "testing: which calls fail (bits: 1 mmap, 2 munmap, 4 madvise, 8 mremap, 16 mprotect, 32 thread start)") \
+  X(fault_calls, FAULT_CALLS, 1, 1, 127, 0,                                      \
+    "testing: which calls fail (bits: 1 mmap, 2 munmap, 4 madvise, 8 mremap, 16 mprotect, 32 thread start, 64 membarrier)") \
   X(profile, PROFILE, 0, 0, 1, 0,                                               \
     "heap profile on: BRISK_PROFILE=<prefix> dumps to <prefix>.<pid>.<seq>.heap") \
   X(profile_rate, PROFILE_RATE, PROFILE_RATE_DEFAULT, PROFILE_RATE_MIN, OPTION_MAX, 1, \

@@ -153,6 +153,8 @@ json_struct! {
         map_failures: i64,
         remap_failures: i64,
         thread_failures: i64,
+        /// membarrier calls the OS refused (the large keep is then off).
+        fence_failures: i64,
         purge_failures: i64,
         unmap_failures: i64,
         protect_failures: i64,
