@@ -11,17 +11,6 @@
  * not yet tried (0), or refused (2: then no thread keeps spans). */
 static _Atomic(int) keep_fence;
 
-static bool keep_on(void) {
-  int v = atomic_load_relaxed(&keep_fence);
-  if (BRISK_LIKELY(v == 1)) return true;
-  if (v == 0) {
-    int got = os_fence_register() ? 1 : 2;
-    atomic_compare_exchange_strong(&keep_fence, &v, got); /* the first answer stands */
-    v = atomic_load_relaxed(&keep_fence);
-  }
-  return v == 1;
-}
-
 /* The owner's side of the handshake: busy, then a look at frozen, with only
  * a compiler barrier between (the background thread's fence orders them
  * against its own store and load). false: the background thread is
@@ -42,16 +31,16 @@ BRISK_INLINE void keep_leave(heap_t *h) {
 
 /* A put into a keep not watched: the background thread is to look at it
  * a delay from now (a clock read once per watch, not per put). */
-static BRISK_NOINLINE void large_keep_watch(heap_t *h) {
+static BRISK_NOINLINE bool large_keep_watch(heap_t *h) {
   atomic_store_relaxed(&h->keep_watched, 1);
   uint64_t delay = options_purge_delay_ms();
-  if (delay >= UINT64_MAX / 2) return; /* memory is never given back */
-  background_schedule(os_now_ms() + delay, false);
+  if (delay < UINT64_MAX / 2) background_schedule(os_now_ms() + delay, false); /* else never given back */
+  return true;
 }
 
 /* The put itself, by the owner inside the handshake or under the lock:
  * true when the keep was not watched. */
-static bool keep_push(heap_t *h, page_t *span, size_t n, uint32_t k) {
+BRISK_INLINE bool keep_push(heap_t *h, page_t *span, size_t n, uint32_t k) {
   span_mark_kept(span);
   /* release: the marks, for the thread that takes the span */
   atomic_store_explicit(&h->keep[n - 1][k], span, memory_order_release);
@@ -60,28 +49,32 @@ static bool keep_push(heap_t *h, page_t *span, size_t n, uint32_t k) {
   return !atomic_load_relaxed(&h->keep_watched);
 }
 
-static BRISK_NOINLINE bool keep_push_locked(heap_t *h, page_t *span, size_t n, uint32_t k) {
+/* The put under the set's lock: the background thread is looking, or
+ * (first) the process's fence is not registered yet. false: not kept. */
+static BRISK_NOINLINE bool keep_put_locked(heap_t *h, page_t *span, size_t n, uint32_t k) {
+  int v = 0;
+  if (atomic_load_relaxed(&keep_fence) == 0)
+    atomic_compare_exchange_strong(&keep_fence, &v, os_fence_register() ? 1 : 2); /* the first answer stands */
+  if (atomic_load_relaxed(&keep_fence) != 1) return false;
   lock_acquire(&h->segments.lock);
   bool unwatched = keep_push(h, span, n, k);
   set_unlock(&h->segments);
-  return unwatched;
+  if (unwatched) large_keep_watch(h);
+  return true;
 }
 
 bool large_keep_put(heap_t *h, page_t *span) {
   size_t n = span->slice_count;
   if (BRISK_HARDENED || h->kind != HEAP_KIND_THREAD || h->tid == 0 || n > LARGE_KEEP_SPAN_MAX) return false;
   uint32_t k = h->keep_n[n - 1];
-  if (k == LARGE_KEEP_DEPTH || h->keep_slices + n > LARGE_KEEP_SLICES || options_purge_delay_ms() == 0 ||
-      !keep_on())
+  if (k == LARGE_KEEP_DEPTH || h->keep_slices + n > LARGE_KEEP_SLICES || options_purge_delay_ms() == 0)
     return false;
-  bool unwatched;
-  if (BRISK_LIKELY(keep_enter(h))) {
-    unwatched = keep_push(h, span, n, k);
-    keep_leave(h);
-  } else {
-    unwatched = keep_push_locked(h, span, n, k);
-  }
-  if (unwatched) large_keep_watch(h);
+  int on = atomic_load_relaxed(&keep_fence);
+  if (BRISK_UNLIKELY(on != 1)) return on == 0 && keep_put_locked(h, span, n, k);
+  if (BRISK_UNLIKELY(!keep_enter(h))) return keep_put_locked(h, span, n, k);
+  bool unwatched = keep_push(h, span, n, k);
+  keep_leave(h);
+  if (BRISK_UNLIKELY(unwatched)) return large_keep_watch(h);
   return true;
 }
 
