@@ -5,6 +5,7 @@
 
 #include "alloc/alloc_inline.h"
 #include "guarded/guarded.h"
+#include "heaps/large_keep.h"
 #include "os/checker.h"
 #include "runtime/report.h"
 #include "segments/huge.h"
@@ -177,7 +178,7 @@ void *alloc_realloc_in(heap_t *target, void *p, size_t size, brisk_fn_t fn) {
       atomic_load_relaxed(&seg->owner_tid) == os_thread_id()) {
     /* In place: into the rest of its span, or into free slices after it. */
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    if (size <= pg->span_bytes || span_try_grow(&h->segments, pg, large_slices(size))) {
+    if (size <= pg->span_bytes || large_keep_grow(h, pg, large_slices(size))) {
       span_large_resize(&h->segments, pg, size);
       return p;
     }
@@ -257,7 +258,7 @@ void *alloc_expand(void *p, size_t size) {
    * the owner's), as realloc does. */
   if ((pg->flags & PAGE_LARGE) && size <= LARGE_MAX && mine) {
     heap_t *h = atomic_load_explicit(&seg->heap, memory_order_relaxed);
-    if (size <= pg->span_bytes || span_try_grow(&h->segments, pg, large_slices(size))) {
+    if (size <= pg->span_bytes || large_keep_grow(h, pg, large_slices(size))) {
       span_large_resize(&h->segments, pg, size);
       return p;
     }

@@ -35,7 +35,7 @@
   X(guarded_live, LEVEL, "guarded samples live")                             \
   X(huge_allocs, COUNT, "huge allocations")                                   \
   X(large_allocs, COUNT, "large allocations")                                 \
-  X(large_keep_returned, COUNT, "spans of freed large blocks a thread kept unused for a delay, given back (purged) by the background thread") \
+  X(large_keep_returned, COUNT, "freed large spans a thread kept unused for a delay, given back by the background thread") \
   X(remote_batches, COUNT, "batches of remote frees handed over")             \
   X(remote_frees, COUNT, "blocks freed by a thread other than the owner")     \
   X(remote_parked, COUNT, "of those, blocks taken from an idle owner's inbox by the background thread (their pages purged)") \

@@ -157,8 +157,9 @@ typedef struct heap_s {
   _Atomic(uint8_t) keep_frozen;
   _Atomic(uint8_t) keep_watched;
   _Atomic(page_t *) keep[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
-  /* The background thread's: the slots at its last look. */
+  /* The background thread's: the slots at its last look, and `alive` then. */
   _Alignas(BRISK_CACHELINE) page_t *keep_seen[LARGE_KEEP_SPAN_MAX][LARGE_KEEP_DEPTH];
+  uint32_t keep_alive_seen;
   _Alignas(BRISK_CACHELINE) _Atomic(uintptr_t) inbox;
   /* Inbox chains the background thread took from an idle owner's inbox,
    * purged (park.h); taken by the owner with its inbox. */

@@ -116,6 +116,31 @@ page_t *large_keep_take(heap_t *h, size_t slices) {
   return span;
 }
 
+bool large_keep_grow(heap_t *h, page_t *span, size_t slices) {
+  if (span_try_grow(&h->segments, span, slices)) return true;
+  if (h->keep_slices == 0) return false;
+  segment_t *seg = segment_of_page(span);
+  size_t from = (size_t)(span - seg->pages) + span->slice_count, to = (size_t)(span - seg->pages) + slices;
+  bool freed = false;
+  /* Under the set's lock the background thread cannot look: the slots are
+   * the owner's without the handshake. A slot emptied here is counted out
+   * when a pop passes it, as one the background thread emptied. */
+  lock_acquire(&h->segments.lock);
+  for (size_t n = 1; n <= LARGE_KEEP_SPAN_MAX; n++) {
+    for (uint32_t k = 0; k < h->keep_n[n - 1]; k++) {
+      page_t *s = atomic_load_relaxed(&h->keep[n - 1][k]);
+      size_t at = s != NULL && segment_of_page(s) == seg ? (size_t)(s - seg->pages) : SIZE_MAX;
+      if (at == SIZE_MAX || at >= to || at + n <= from) continue;
+      atomic_store_relaxed(&h->keep[n - 1][k], NULL);
+      span_mark_taken(s);
+      span_free_large_held(&h->segments, s);
+      freed = true;
+    }
+  }
+  set_unlock(&h->segments);
+  return freed && span_try_grow(&h->segments, span, slices);
+}
+
 void large_keep_flush(heap_t *h) {
   lock_acquire(&h->segments.lock);
   for (size_t n = 1; n <= LARGE_KEEP_SPAN_MAX; n++) {
@@ -129,17 +154,22 @@ void large_keep_flush(heap_t *h) {
 }
 
 /* Under the set's lock, with the owner out of the slots: each slot that
- * held the same span at the last look gives it back (freed, purged); the
- * rest are seen for the next look. true: a span is still kept. */
+ * held the same span at the last look gives it back: purged at once when
+ * the owner has been idle since then (no slow path: `alive`), else to the
+ * set, whose next spans of any size reuse its memory before its purge.
+ * The rest are seen for the next look. true: a span is still kept. */
 static bool keep_look(heap_t *h) {
   bool held = false;
+  uint32_t alive = atomic_load_relaxed(&h->alive);
+  bool idle = alive == h->keep_alive_seen;
+  h->keep_alive_seen = alive;
   for (size_t n = 0; n < LARGE_KEEP_SPAN_MAX; n++) {
     for (size_t k = 0; k < LARGE_KEEP_DEPTH; k++) {
       _Atomic(page_t *) *slot = &h->keep[n][k];
       page_t *span = atomic_load_explicit(slot, memory_order_acquire);
       if (span != NULL && span == h->keep_seen[n][k]) {
         atomic_store_relaxed(slot, NULL);
-        span_free_kept_held(&h->segments, span);
+        span_free_kept_held(&h->segments, span, idle);
         STAT_COUNT(large_keep_returned, 1);
         span = NULL;
       }

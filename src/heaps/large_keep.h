@@ -48,6 +48,11 @@ BRISK_INTERNAL bool large_keep_put(heap_t *h, page_t *span);
 /* The owner takes the newest kept span of `slices` slices, marked in use
  * (its block's fields are the caller's to set), or NULL. */
 BRISK_INTERNAL page_t *large_keep_take(heap_t *h, size_t slices);
+/* The owner grows a large block's span in place to `slices` slices
+ * (span_try_grow), giving the set first any span it keeps in the way (a
+ * vector that grows by doubling frees the block it copied from just after
+ * itself). */
+BRISK_INTERNAL bool large_keep_grow(heap_t *h, page_t *span, size_t slices);
 /* The owner gives every kept span to the set (a collect, its exit). */
 BRISK_INTERNAL void large_keep_flush(heap_t *h);
 /* The background thread's look at an owned heap's keep (by_owner: the

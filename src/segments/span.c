@@ -509,9 +509,10 @@ void span_free_large(segment_set_t *set, page_t *span) {
   set_unlock(set);
 }
 
-void span_free_kept_held(segment_set_t *set, page_t *span) {
+void span_free_kept_held(segment_set_t *set, page_t *span, bool purge) {
   span_mark_taken(span);
-  span_free_locked(set, span, SPAN_PURGE_NOW);
+  if (purge) span_free_locked(set, span, SPAN_PURGE_NOW);
+  else span_free_large_held(set, span);
 }
 
 int span_free_foreign(segment_set_t *set, segment_t *seg, page_t *span, const void *p, uintptr_t keep_owner) {

@@ -86,9 +86,10 @@ BRISK_INLINE void span_mark_taken(page_t *span) {
 }
 /* A kept span given back by a thread that holds the set's lock (the
  * background thread, once the span has waited unused for a whole delay):
- * its slices freed and purged at once. (Its owner takes it back first and
- * frees it as span_free_large does.) */
-BRISK_INTERNAL void span_free_kept_held(segment_set_t *set, page_t *span);
+ * with purge (its owner idle), its slices freed and purged at once; else as
+ * span_free_large gives one, for the set's next spans of any size. (Its
+ * owner takes it back first and frees it as span_free_large does.) */
+BRISK_INTERNAL void span_free_kept_held(segment_set_t *set, page_t *span, bool purge);
 /* Give every cached span back to its segment (the owner's collect). */
 BRISK_INTERNAL void span_cache_flush(segment_set_t *set);
 /* Grow a large span in place by taking the free slices after it. */

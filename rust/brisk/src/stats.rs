@@ -166,7 +166,8 @@ json_struct! {
         huge_allocs: i64,
         large_allocs: i64,
         /// Spans of freed large blocks a thread kept unused for a purge
-        /// delay, given back (purged) by the background thread.
+        /// delay, given back to its set by the background thread (purged at
+        /// once if the thread was idle).
         large_keep_returned: i64,
         /// Batches of frees from other threads handed over.
         remote_batches: i64,
