@@ -153,6 +153,7 @@ typedef struct heap_s {
    * cleared by a look that finds no span); the slots. */
   _Alignas(BRISK_CACHELINE) uint8_t keep_n[LARGE_KEEP_SPAN_MAX];
   uint32_t keep_slices;
+  uint8_t keep_off;            /* draining the inbox: frees are not kept */
   _Atomic(uint8_t) keep_busy;
   _Atomic(uint8_t) keep_frozen;
   _Atomic(uint8_t) keep_watched;

@@ -65,7 +65,8 @@ static BRISK_NOINLINE bool keep_put_locked(heap_t *h, page_t *span, size_t n, ui
 
 bool large_keep_put(heap_t *h, page_t *span) {
   size_t n = span->slice_count;
-  if (BRISK_HARDENED || h->kind != HEAP_KIND_THREAD || h->tid == 0 || n > LARGE_KEEP_SPAN_MAX) return false;
+  if (BRISK_HARDENED || h->kind != HEAP_KIND_THREAD || h->tid == 0 || h->keep_off || n > LARGE_KEEP_SPAN_MAX)
+    return false;
   uint32_t k = h->keep_n[n - 1];
   if (k == LARGE_KEEP_DEPTH || h->keep_slices + n > LARGE_KEEP_SLICES || options_purge_delay_ms() == 0)
     return false;

@@ -144,13 +144,19 @@ static BRISK_NOINLINE void drain_parked(heap_t *h) {
 }
 
 void heap_drain_inbox(heap_t *h) {
+  /* Large blocks freed by other threads go to the set, not the large keep
+   * (large_keep.h: the keep would hand the one freed last out first,
+   * whose lines the other thread's cache still holds). */
+  uint8_t keep_off = h->keep_off;
+  h->keep_off = 1;
   if (BRISK_UNLIKELY(atomic_load_relaxed(&h->parked) != NULL)) drain_parked(h);
   uintptr_t v = atomic_load_relaxed(&h->inbox);
-  if ((v & INBOX_PTR_MASK) == 0) return;
-  v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
-  block_t *b = (block_t *)(v & INBOX_PTR_MASK);
-  if (b == NULL) return;
-  drain_chain(h, b);
+  if ((v & INBOX_PTR_MASK) != 0) {
+    v = atomic_exchange_acq_rel(&h->inbox, v & ~INBOX_PTR_MASK);
+    block_t *b = (block_t *)(v & INBOX_PTR_MASK);
+    if (b != NULL) drain_chain(h, b);
+  }
+  h->keep_off = keep_off;
 }
 
 static void drain_chain(heap_t *h, block_t *b) {
