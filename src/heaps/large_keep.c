@@ -151,6 +151,11 @@ void large_keep_flush(heap_t *h) {
       span_free_large_held(&h->segments, span);
     }
   }
+  /* Empty now: no look is owed. Cleared here, the watch cannot outlive
+   * the heap's owner: a thread that adopts the heap later schedules its
+   * own look with its first put (a watch left set would make that put
+   * schedule none). */
+  atomic_store_relaxed(&h->keep_watched, 0);
   set_unlock(&h->segments);
 }
 
