@@ -1,6 +1,7 @@
 /* What the large-block tests share: CHECK (which counts its failures in
  * `failures`, from any thread), page_round, the resident 4 KiB pages of a
- * range (mincore), and short sleeps.
+ * range (mincore) and of blocks once freed (resident_after_wait), and
+ * short sleeps.
  *
  * resident_pages(p, len): resident pages in [p, p + len), at most 4 MiB.
  * It allocates nothing, so that no new page lands on the memory it looks
@@ -43,6 +44,19 @@ static __attribute__((unused)) size_t resident_pages(const void *p, size_t len) 
 static __attribute__((unused)) void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* Resident pages of n blocks of `size` bytes, once none is left or 5 s
+ * have passed (the purge delay is 50 ms; a loaded machine gets more). */
+static __attribute__((unused)) size_t resident_after_wait(void *const *p, int n, size_t size) {
+  size_t resident = 0;
+  for (int t = 0; t < 100; t++) {
+    sleep_ms(50);
+    resident = 0;
+    for (int i = 0; i < n; i++) resident += resident_pages(p[i], size);
+    if (resident == 0) break;
+  }
+  return resident;
 }
 
 #endif

@@ -29,19 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Resident pages of n blocks of `size` bytes, once none is left or 5 s
- * have passed (the purge delay is 50 ms; a loaded machine gets more). */
-static size_t resident_after_wait(char *const *p, int n, size_t size) {
-  size_t resident = 0;
-  for (int t = 0; t < 100; t++) {
-    sleep_ms(50);
-    resident = 0;
-    for (int i = 0; i < n; i++) resident += resident_pages(p[i], size);
-    if (resident == 0) break;
-  }
-  return resident;
-}
-
 static void usable_sizes(void) {
   static const size_t sizes[] = {65537, 65600, 69632, 100000, 140000, 500000, 1000000, 2097152};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -184,7 +171,7 @@ static void span_cache(void) {
   free(r);
   /* Nothing calls brisk from here: the purger empties the cache and then
    * purges the slices (between one and three delays: 50..150 ms). */
-  size_t resident = resident_after_wait(p, N, SIZE);
+  size_t resident = resident_after_wait((void *const *)p, N, SIZE);
   CHECK(resident == 0, "%zu pages of 8 freed 100000-byte blocks still resident 5 s later", resident);
 }
 
@@ -253,7 +240,7 @@ static void *pool_round_trip(void *arg) {
   for (int i = 0; i < N; i++) free(p[i]);
   char *small = malloc(64); /* the first free slice: p[0]'s first */
   memset(small, 1, 64);
-  size_t resident = resident_after_wait(p + 1, N - 1, SIZE);
+  size_t resident = resident_after_wait((void *const *)(p + 1), N - 1, SIZE);
   free(small);
   return resident == 0 ? NULL : "the freed blocks' pages stay resident";
 }

@@ -165,13 +165,7 @@ static void quiet(void) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, quiet_owner, NULL) == 0, "pthread_create failed");
   while (quiet_stage != 1) sleep_ms(1);
-  size_t resident = 0;
-  for (int i = 0; i < 100; i++) { /* the delay is 50 ms; a loaded machine gets 5 s */
-    resident = 0;
-    for (int k = 0; k < QUIET_N; k++) resident += resident_pages(quiet_blocks[k], QUIET_SIZE);
-    if (resident == 0) break;
-    sleep_ms(50);
-  }
+  size_t resident = resident_after_wait((void *const *)quiet_blocks, QUIET_N, QUIET_SIZE);
   CHECK(resident == 0, "%zu pages of %d freed %d-byte blocks still resident 5 s after their sleeping owner freed them",
         resident, QUIET_N, QUIET_SIZE);
   CHECK(brisk_stat("large_keep_returned") >= returned + QUIET_N, "large_keep_returned went from %.0f to %.0f",
@@ -300,13 +294,7 @@ static void fence_refused(void) {
   off_stage = 2;
   while (off_stage != 3) sleep_ms(1);
   /* freed with the keep off: the set's span cache, given back at its deadline */
-  size_t resident = 0;
-  for (int i = 0; i < 100; i++) {
-    resident = 0;
-    for (int k = 0; k < OFF_N; k++) resident += resident_pages(off_blocks[k], OFF_SIZE);
-    if (resident == 0) break;
-    sleep_ms(50);
-  }
+  size_t resident = resident_after_wait((void *const *)off_blocks, OFF_N, OFF_SIZE);
   CHECK(resident == 0, "%zu pages of %d blocks freed after the fence was refused still resident 5 s later", resident,
         OFF_N);
   brisk_fault_injection(-1, 0);
