@@ -593,8 +593,9 @@ static void test_stats_json(void) {
 }
 
 /* Freed blocks above 1 KiB wait in their heap's class cache, still
- * counted in their pages; a thread that exits gives them back, so none of
- * its pages stays in use. */
+ * counted in their pages; what a thread that exits leaves in them goes
+ * back at brisk_collect(true) at the latest, so none of its pages stays in
+ * use. */
 static void *class_cache_thread(void *arg) {
   if (arg == NULL) return NULL; /* the idle thread */
   enum { N = 200 };
@@ -628,6 +629,75 @@ static void test_class_cache_exit(void) {
   }
   CHECK(after <= before, "pages in use %g after a thread freed all its blocks and exited, %g before", after,
         before);
+  section_end();
+}
+
+/* A heap left by its thread keeps its class cache and each class's
+ * current page for the thread that adopts it next. Nobody adopting it,
+ * the background thread gives them back once a purge delay has passed;
+ * the background thread switched off, they go back at once. */
+static void *left_warm_thread(void *arg) {
+  (void)arg;
+  enum { N = 60 };
+  void *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = brisk_malloc(3000 + (size_t)(i % 6) * 2000); /* six classes above 1 KiB */
+    if (!b[i]) FAIL("brisk_malloc failed");
+    else memset(b[i], i, 3000);
+  }
+  for (int i = 0; i < N; i++) brisk_free(b[i]);
+  return NULL;
+}
+
+/* Pages in use right after a thread of left_warm_thread has exited. */
+static double pages_after_left_thread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, left_warm_thread, NULL) != 0) {
+    FAIL("pthread_create failed");
+    return -1;
+  }
+  pthread_join(t, NULL);
+  return proc_stat("pages");
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void test_left_heap_warm(void) {
+  section_begin("a heap left by its thread: kept, then given back");
+  long delay0 = 0;
+  brisk_option_get("PURGE_DELAY", &delay0);
+  brisk_option_set("PURGE_DELAY", 300);
+  /* Kept only while a background thread runs to come back for it. */
+  brisk_option_set("BACKGROUND", 1);
+  double running = 0;
+  for (int i = 0; i < 400 && running < 1; i++) {
+    brisk_collect(false); /* a safe point, where the thread starts */
+    running = proc_stat("background_threads");
+    if (running < 1) sleep_ms(5);
+  }
+  CHECK(running >= 1, "the background thread did not start in 2 s");
+  brisk_collect(true);
+  double base = proc_stat("pages");
+  double t0 = now_ms();
+  double kept = pages_after_left_thread();
+  CHECK(kept > base, "pages in use %g right after the thread exited, %g before: nothing kept for the next thread",
+        kept, base);
+  double back = kept;
+  while (back > base && now_ms() - t0 < 5000) {
+    sleep_ms(10);
+    back = proc_stat("pages");
+  }
+  CHECK(back <= base, "pages in use %g 5 s after the thread exited (purge delay 0.3 s), %g before", back, base);
+  kept = pages_after_left_thread();
+  CHECK(kept > base, "pages in use %g right after the second thread exited, %g before", kept, base);
+  brisk_option_set("BACKGROUND", 0);
+  double off = proc_stat("pages");
+  CHECK(off <= base, "pages in use %g once the background thread was switched off, %g before", off, base);
+  brisk_option_set("BACKGROUND", 1);
+  brisk_option_set("PURGE_DELAY", delay0);
   section_end();
 }
 
@@ -1771,6 +1841,7 @@ int main(int argc, char **argv) {
   test_aligned();
   test_stats_json();
   test_class_cache_exit();
+  test_left_heap_warm();
   test_class_cache_empty_pages();
   test_cross_thread_free();
   test_destroy_pending();

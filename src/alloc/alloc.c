@@ -195,6 +195,7 @@ void alloc_collect(bool force) {
   heap_t *h = thread_heap();
   checker_quiet_begin();
   if (h->kind != HEAP_KIND_STATIC) heap_collect(h, force);
+  heaps_abandoned_give_back(force);
   segments_maintain(os_now_ms(), force);
   checker_quiet_end();
 }

@@ -62,6 +62,7 @@ int settings_apply(int id, int64_t value) {
       break;
     case OPTION_background:
       background_set_enabled(value != 0);
+      if (value == 0) heaps_abandoned_give_back(true);
       background_poll(); /* a safe point: no lock of brisk's is held */
       break;
     default:

@@ -13,6 +13,7 @@
 #include "os/platform.h"
 #include "profiler/profiler.h"
 #include "runtime/background.h"
+#include "runtime/options.h"
 
 #define EMPTY_DIRECT_INIT                                                     \
   {                                                                           \
@@ -148,6 +149,7 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
     if (atomic_load_relaxed(&h->state) != expected) continue;
     if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
     h->tid = tid;
+    h->left_ms = 0; /* what its thread left is the new owner's */
     segment_set_set_owner(&h->segments, tid);
     atomic_store_release(&h->state, HEAP_OWNED);
     heap_handed_over(h);
@@ -157,6 +159,17 @@ heap_t *heap_adopt_abandoned(uintptr_t tid) {
     return h;
   }
   return NULL;
+}
+
+void heaps_abandoned_give_back(bool force) {
+  for (heap_t *h = heap_first(); h; h = h->next_all) {
+    int expected = HEAP_ABANDONED;
+    if (atomic_load_relaxed(&h->state) != expected) continue;
+    /* A heap held BUSY is being served: its server tidies it. */
+    if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
+    heap_abandoned_tidy(h, 0, force);
+    atomic_store_release(&h->state, HEAP_ABANDONED);
+  }
 }
 
 uint64_t heaps_background_round(uint64_t now) {
@@ -177,8 +190,7 @@ uint64_t heaps_background_round(uint64_t now) {
         continue;
       }
       heap_drain_inbox(h);
-      class_cache_flush(h);
-      heap_retire_empty_heads(h);
+      next = deadline_earlier(next, heap_abandoned_tidy(h, now, false));
       next = deadline_earlier(next, segment_set_purge_idle(&h->segments, now));
       atomic_store_release(&h->state, HEAP_ABANDONED);
       /* A push that landed after the drain, whose pusher saw the heap BUSY
@@ -221,12 +233,16 @@ void heap_housekeeping(heap_t *h) {
   }
 }
 
-void heap_collect(heap_t *h, bool force) {
+/* heap_collect; warm: but for the class cache and each class's current
+ * page (heap_abandon). */
+static void heap_collect_but(heap_t *h, bool force, bool warm) {
   heap_drain_inbox(h); /* first: a marked block there is checked against the page lists as they are */
   heap_collect_remote(h);
   heap_flush_outbox(h);
-  class_cache_flush(h);
-  heap_retire_empty_heads(h);
+  if (!warm) {
+    class_cache_flush(h);
+    heap_retire_empty_heads(h);
+  }
   large_keep_flush(h); /* after the drain, which may keep spans */
   span_cache_flush(&h->segments);
   segment_set_purge(&h->segments, force);
@@ -234,8 +250,22 @@ void heap_collect(heap_t *h, bool force) {
   background_poll();
 }
 
+void heap_collect(heap_t *h, bool force) { heap_collect_but(h, force, false); }
+
 void heap_abandon(heap_t *h) {
-  heap_collect(h, false);
+  /* A thread that starts next most often adopts this heap (a thread per
+   * request): its class cache and each class's current page, empty or
+   * not, stay for it, warm, rather than go back to be found again. The
+   * background thread gives them back once a purge delay has passed with
+   * no thread adopting the heap (heap_abandoned_tidy); without it running
+   * they go back now. */
+  uint64_t delay = options_purge_delay_ms();
+  bool warm = delay != 0 && background_running();
+  heap_collect_but(h, false, warm);
+  if (warm) {
+    h->left_ms = os_now_ms() | 1; /* never 0 */
+    background_schedule(h->left_ms + delay, false);
+  }
   /* After the collect, whose drain may bring pages back from the full
    * list with their lists open: from here on, frees go to the inbox. */
   heap_close_remote(h);

@@ -20,6 +20,10 @@ BRISK_INTERNAL void heap_collect(heap_t *h, bool force);
  * every heap, abandoned heaps whole, the pool and the huge cache; returns
  * the next deadline (0: none). */
 BRISK_INTERNAL uint64_t heaps_background_round(uint64_t now);
+/* What abandoned heaps kept for a thread that would adopt them
+ * (heap_abandon) goes back: all of it (force, or the background thread is
+ * off, so that no round will come for it), else what is due. */
+BRISK_INTERNAL void heaps_abandoned_give_back(bool force);
 BRISK_INTERNAL void heap_housekeeping(heap_t *h);
 BRISK_INTERNAL void *heap_alloc(heap_t *h, size_t size);
 /* heap_alloc for a size of class c (<= MEDIUM_MAX) once c's class cache

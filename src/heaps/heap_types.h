@@ -132,6 +132,10 @@ typedef struct heap_s {
                                   the background thread's sign of an idle owner */
   uint32_t refill_tick;        /* page_refill_pop: every 8th goes the slow way */
   uint32_t page_retires;       /* class pages retired so far (a drain's pages found: remote.c) */
+  /* When its thread left it with its class cache and each class's current
+   * page kept for the thread that adopts it (heap_abandon); 0: nothing
+   * kept. The owner's, then the thread that holds it BUSY. */
+  uint64_t left_ms;
   /* page_refill_pop goes the slow way when refill_tick & refill_mask is 0:
    * REFILL_SLOW_EVERY - 1, or 0 (always) while the heap samples, whose
    * local lists must be counted (sample.h); 0 in

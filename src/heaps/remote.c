@@ -11,7 +11,9 @@
 #include "base/counters.h"
 #include "heaps/local_free.h"
 #include "heaps/park.h"
+#include "os/platform.h"
 #include "runtime/background.h"
+#include "runtime/options.h"
 #include "runtime/report.h"
 #include "segments/registry.h"
 
@@ -268,12 +270,30 @@ void heap_close_remote(heap_t *h) { heap_remote_lists_swap(h, PAGE_REMOTE_CLOSED
 
 /* A freeing thread takes an abandoned heap for a moment to take in its
  * inbox and give back what became empty. */
+uint64_t heap_abandoned_tidy(heap_t *h, uint64_t now, bool force) {
+  bool left = h->left_ms != 0;
+  if (left) {
+    uint64_t due = h->left_ms + options_purge_delay_ms();
+    if (now == 0) now = os_now_ms();
+    if (!force && now < due && background_running()) return due;
+    h->left_ms = 0;
+  }
+  class_cache_flush(h);
+  heap_retire_empty_heads(h);
+  /* The retired pages' spans leave the span cache, as at an abandon that
+   * keeps nothing (heap_collect) */
+  if (left) {
+    span_cache_flush(&h->segments);
+    heap_stats_publish(h);
+  }
+  return 0;
+}
+
 bool heap_serve_abandoned(heap_t *dst) {
   int expected = HEAP_ABANDONED;
   if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return false;
   heap_drain_inbox(dst);
-  class_cache_flush(dst);
-  heap_retire_empty_heads(dst);
+  heap_abandoned_tidy(dst, 0, false);
   segment_set_purge(&dst->segments, false);
   atomic_store_release(&dst->state, HEAP_ABANDONED);
   /* What became free waits for its purge deadline, which only the

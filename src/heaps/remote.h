@@ -86,5 +86,11 @@ BRISK_INTERNAL void heap_flush_outbox(heap_t *h);
  * for a moment (ABANDONED -> BUSY -> ABANDONED) to take its inbox in and
  * give back what became empty; false: another thread has it. */
 BRISK_INTERNAL bool heap_serve_abandoned(heap_t *dst);
+/* Abandoned h, held BUSY, after a drain: its class cache and each class's
+ * current page are given back, unless its thread left them for the
+ * thread that adopts the heap (left_ms) less than a purge delay before
+ * `now` (0: read the clock) and the background thread runs to come back
+ * for them: then the time they are due. force: given back whatever. */
+BRISK_INTERNAL uint64_t heap_abandoned_tidy(heap_t *h, uint64_t now, bool force);
 
 #endif

@@ -107,8 +107,7 @@ bool usage_trim(heap_t *mine) {
     if (atomic_load_relaxed(&h->state) != expected) continue;
     if (!atomic_cas_strong_acq_rel(&h->state, &expected, HEAP_BUSY)) continue;
     heap_drain_inbox(h);
-    class_cache_flush(h);
-    heap_retire_empty_heads(h);
+    heap_abandoned_tidy(h, 0, true);
     segment_set_purge_forced(&h->segments);
     atomic_store_release(&h->state, HEAP_ABANDONED);
   }
