@@ -49,12 +49,21 @@ BRISK_INLINE bool keep_push(heap_t *h, page_t *span, size_t n, uint32_t k) {
   return !atomic_load_relaxed(&h->keep_watched);
 }
 
+/* The fence registered, or known refused: the first answer stands. */
+static void keep_fence_register(void) {
+  int v = 0;
+  if (atomic_load_relaxed(&keep_fence) == 0)
+    atomic_compare_exchange_strong(&keep_fence, &v, os_fence_register() ? 1 : 2);
+}
+
+void large_keep_init(void) {
+  if (!BRISK_HARDENED) keep_fence_register();
+}
+
 /* The put under the set's lock: the background thread is looking, or
  * (first) the process's fence is not registered yet. false: not kept. */
 static BRISK_NOINLINE bool keep_put_locked(heap_t *h, page_t *span, size_t n, uint32_t k) {
-  int v = 0;
-  if (atomic_load_relaxed(&keep_fence) == 0)
-    atomic_compare_exchange_strong(&keep_fence, &v, os_fence_register() ? 1 : 2); /* the first answer stands */
+  keep_fence_register();
   if (atomic_load_relaxed(&keep_fence) != 1) return false;
   lock_acquire(&h->segments.lock);
   bool unwatched = keep_push(h, span, n, k);

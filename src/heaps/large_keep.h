@@ -44,6 +44,13 @@
 
 #include "heaps/page.h"
 
+/* At the process's start (its constructor, after the options): the
+ * fence is registered while the process has one thread, where it costs a
+ * few microseconds. Registered once a second thread exists, the kernel
+ * waits for an RCU grace period (18..28 ms here), and the first free of a
+ * large block would wait with it. The first put registers it if this did
+ * not run. */
+BRISK_INTERNAL void large_keep_init(void);
 /* The owner keeps span (a large block's, just freed and counted back);
  * false when it is not kept (then it goes to the set). */
 BRISK_INTERNAL bool large_keep_put(heap_t *h, page_t *span);

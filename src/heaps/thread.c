@@ -4,6 +4,7 @@
 
 #include "base/atomics.h"
 #include "base/counters.h"
+#include "heaps/large_keep.h"
 #include "heaps/sample.h"
 #include "heaps/usage.h"
 #include "os/checker.h"
@@ -162,6 +163,7 @@ __attribute__((constructor)) static void brisk_constructor(void) {
   process_init();
   options_init_if_pending();
   samplers_init();
+  large_keep_init(); /* after the options: its fault injection */
 }
 
 __attribute__((destructor)) static void brisk_destructor(void) {
