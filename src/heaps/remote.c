@@ -268,8 +268,6 @@ void heap_collect_remote(heap_t *h) { heap_remote_lists_swap(h, 0); }
 
 void heap_close_remote(heap_t *h) { heap_remote_lists_swap(h, PAGE_REMOTE_CLOSED); }
 
-/* A freeing thread takes an abandoned heap for a moment to take in its
- * inbox and give back what became empty. */
 uint64_t heap_abandoned_tidy(heap_t *h, uint64_t now, bool force) {
   bool left = h->left_ms != 0;
   if (left) {
@@ -289,6 +287,8 @@ uint64_t heap_abandoned_tidy(heap_t *h, uint64_t now, bool force) {
   return 0;
 }
 
+/* A freeing thread takes an abandoned heap for a moment to take in its
+ * inbox and give back what became empty. */
 bool heap_serve_abandoned(heap_t *dst) {
   int expected = HEAP_ABANDONED;
   if (!atomic_cas_strong_acq_rel(&dst->state, &expected, HEAP_BUSY)) return false;
